@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"net/http"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/overlayd/overlayd/node/localapi"
+)
+
+func (n *Node) startAPI(ctx context.Context) error {
+	addr := n.cfg.APIListen
+	ln, token, err := localapi.Listen(ctx, n.cfg.DataDir, addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.Status()) })
+	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.Peers()) })
+	mux.HandleFunc("GET /v1/supernodes", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.Supernodes()) })
+	mux.HandleFunc("GET /v1/ring", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.RingInfo()) })
+	n.apiSrv = n.serve(ln, localapi.RequireToken(token, mux))
+	n.log.Info("local API", "addr", ln.Addr().String())
+	return nil
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// Status reports the node's state.
+func (n *Node) Status() localapi.Status {
+	role, why := n.Role()
+	s := localapi.Status{
+		PeerID:         n.host.ID().String(),
+		Role:           string(role),
+		ConfiguredRole: string(n.cfg.Role),
+		RoleReason:     why,
+		Capacity:       n.cfg.Capacity,
+		StartedAt:      n.started,
+		UptimeSeconds:  n.now().Sub(n.started).Seconds(),
+		ConnectedPeers: len(n.host.Network().Peers()),
+		DirectorySize:  n.dir.Snapshot().Len(),
+		Version:        version(),
+	}
+	for _, a := range n.host.Addrs() {
+		s.Addrs = append(s.Addrs, a.String())
+	}
+	if r := n.rings.Load(); r != nil {
+		s.RingVersion = r.Version()
+	}
+	return s
+}
+
+// Peers lists the connected peers, sorted by ID.
+func (n *Node) Peers() []localapi.Peer {
+	snap := n.dir.Snapshot()
+	out := []localapi.Peer{}
+	for _, id := range n.host.Network().Peers() {
+		p := localapi.Peer{ID: id.String()}
+		for _, c := range n.host.Network().ConnsToPeer(id) {
+			p.Addrs = append(p.Addrs, c.RemoteMultiaddr().String())
+			if c.Stat().Direction == network.DirInbound {
+				p.Direction = "inbound"
+			} else if p.Direction == "" {
+				p.Direction = "outbound"
+			}
+		}
+		_, p.Supernode = snap.Get(id)
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b localapi.Peer) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Supernodes lists the directory, sorted by ID.
+func (n *Node) Supernodes() []localapi.Supernode {
+	out := []localapi.Supernode{}
+	for _, e := range n.dir.Snapshot().Entries {
+		s := localapi.Supernode{
+			ID: e.ID.String(), Role: e.Role.String(), Capacity: e.Capacity, Load: e.Load,
+			Seq: e.Seq, LastSeen: e.LastSeen, Expires: e.Expires, Self: e.ID == n.ID(),
+		}
+		for _, a := range e.Addrs {
+			s.Addrs = append(s.Addrs, a.String())
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// RingInfo describes the live ring.
+func (n *Node) RingInfo() localapi.Ring {
+	r := n.rings.Load()
+	if r == nil {
+		return localapi.Ring{}
+	}
+	return localapi.Ring{Stats: r.Stats()}
+}

@@ -1,0 +1,234 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	"gopkg.in/yaml.v3"
+
+	"github.com/overlayd/overlayd/protocol"
+)
+
+// Role is the role a node is configured for.
+type Role string
+
+// Configurable roles.
+const (
+	RoleOrdinary  Role = "ordinary"
+	RoleSupernode Role = "supernode"
+	// RoleAuto lets the node decide. Until automatic promotion exists it
+	// behaves as RoleOrdinary, and Status says so.
+	RoleAuto Role = "auto"
+)
+
+// APIOff, as Config.APIListen, disables the local API.
+const APIOff = "off"
+
+// Config is the operator-facing configuration of a node. Field names in the
+// config file (YAML) are the flag names without dashes. Precedence, applied
+// by the CLI: flag > environment (OVERLAYD_*) > file > DefaultConfig.
+type Config struct {
+	// DataDir holds the identity key, the API socket and token. Created 0700.
+	DataDir string `yaml:"data-dir"`
+	// Listen are the multiaddrs to listen on.
+	Listen []string `yaml:"listen"`
+	// AnnounceAddrs, if set, replace the listen addresses in announcements
+	// (for a node behind NAT or in a container with a published port).
+	AnnounceAddrs []string `yaml:"announce-addr"`
+	// Bootstrap are /p2p/ multiaddrs of peers to join through.
+	Bootstrap []string `yaml:"bootstrap"`
+	// Role is ordinary, supernode or auto.
+	Role Role `yaml:"role"`
+	// Capacity is how many ordinary nodes this node serves as a supernode.
+	Capacity int `yaml:"capacity"`
+	// AnnounceInterval is the directory announce period of a supernode.
+	AnnounceInterval time.Duration `yaml:"announce-interval"`
+	// LogLevel is debug, info, warn or error; LogFormat text or json.
+	LogLevel  string `yaml:"log-level"`
+	LogFormat string `yaml:"log-format"`
+	// MetricsListen is host:port for Prometheus metrics; "" disables them.
+	// It must be a loopback address unless MetricsPublic is set.
+	MetricsListen string `yaml:"metrics-listen"`
+	MetricsPublic bool   `yaml:"metrics-public"`
+	// APIListen is where the local API listens: "" for the unix socket in
+	// DataDir, a loopback host:port for TCP guarded by a bearer token kept
+	// in DataDir, or "off".
+	APIListen string `yaml:"api-listen"`
+}
+
+// Defaults.
+const (
+	DefaultCapacity         = 200
+	DefaultAnnounceInterval = 10 * time.Second
+	DefaultPort             = 4101
+)
+
+// DefaultDataDir is $XDG_STATE_HOME/overlayd, else ~/.local/state/overlayd,
+// else ./overlayd-data when there is no home directory.
+func DefaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "overlayd")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "overlayd")
+	}
+	return "overlayd-data"
+}
+
+// DefaultConfig returns the embedded defaults.
+func DefaultConfig() Config {
+	return Config{
+		DataDir: DefaultDataDir(),
+		Listen: []string{
+			fmt.Sprintf("/ip4/0.0.0.0/tcp/%d", DefaultPort),
+			fmt.Sprintf("/ip4/0.0.0.0/udp/%d/quic-v1", DefaultPort),
+		},
+		Role:             RoleOrdinary,
+		Capacity:         DefaultCapacity,
+		AnnounceInterval: DefaultAnnounceInterval,
+		LogLevel:         "info",
+		LogFormat:        "text",
+	}
+}
+
+// ConfigError names the option that is wrong and why.
+type ConfigError struct {
+	Field string // the option, as a flag: "--role"
+	Value string
+	Err   error
+}
+
+func (e *ConfigError) Error() string {
+	return fmt.Sprintf("invalid %s %q: %v", e.Field, e.Value, e.Err)
+}
+
+// Unwrap returns the cause.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+func cfgErr(field, value, format string, args ...any) error {
+	return &ConfigError{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
+}
+
+// Validate checks every field and returns a *ConfigError for the first bad one.
+func (c *Config) Validate() error {
+	if c.DataDir == "" {
+		return cfgErr("--data-dir", "", "must not be empty")
+	}
+	if len(c.Listen) == 0 {
+		return cfgErr("--listen", "", "at least one listen address is needed")
+	}
+	if _, err := parseAddrs("--listen", c.Listen); err != nil {
+		return err
+	}
+	if _, err := parseAddrs("--announce-addr", c.AnnounceAddrs); err != nil {
+		return err
+	}
+	if _, err := c.bootstrapPeers(); err != nil {
+		return err
+	}
+	switch c.Role {
+	case RoleOrdinary, RoleSupernode, RoleAuto:
+	default:
+		return cfgErr("--role", string(c.Role), "must be one of ordinary, supernode, auto")
+	}
+	if c.Capacity < 0 {
+		return cfgErr("--capacity", fmt.Sprint(c.Capacity), "must not be negative")
+	}
+	if c.Capacity > 1_000_000 {
+		return cfgErr("--capacity", fmt.Sprint(c.Capacity), "must be at most 1000000")
+	}
+	if c.Role == RoleSupernode && c.Capacity == 0 {
+		return cfgErr("--capacity", "0", "a supernode needs a capacity of at least 1")
+	}
+	if c.AnnounceInterval < protocol.MinAnnounceInterval || c.AnnounceInterval > protocol.MaxAnnounceInterval {
+		return cfgErr("--announce-interval", c.AnnounceInterval.String(), "must be within [%v, %v]", protocol.MinAnnounceInterval, protocol.MaxAnnounceInterval)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return cfgErr("--log-level", c.LogLevel, "must be one of debug, info, warn, error")
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return cfgErr("--log-format", c.LogFormat, "must be text or json")
+	}
+	if c.MetricsListen != "" {
+		if err := checkHostPort(c.MetricsListen, !c.MetricsPublic); err != nil {
+			return cfgErr("--metrics-listen", c.MetricsListen, "%v", err)
+		}
+	}
+	if c.APIListen != "" && c.APIListen != APIOff {
+		if err := checkHostPort(c.APIListen, true); err != nil {
+			return cfgErr("--api-listen", c.APIListen, "%v (the local API is for this host only)", err)
+		}
+	}
+	return nil
+}
+
+func checkHostPort(s string, loopbackOnly bool) error {
+	host, _, err := net.SplitHostPort(s)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if !loopbackOnly {
+		return nil
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || !ip.IsLoopback() {
+		return errors.New("must be a loopback address")
+	}
+	return nil
+}
+
+func parseAddrs(field string, ss []string) ([]ma.Multiaddr, error) {
+	out := make([]ma.Multiaddr, 0, len(ss))
+	for _, s := range ss {
+		a, err := ma.NewMultiaddr(strings.TrimSpace(s))
+		if err != nil {
+			return nil, cfgErr(field, s, "not a multiaddr: %v", err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+func (c *Config) bootstrapPeers() ([]peer.AddrInfo, error) {
+	addrs, err := parseAddrs("--bootstrap", c.Bootstrap)
+	if err != nil {
+		return nil, err
+	}
+	for i, a := range addrs {
+		if _, err := peer.AddrInfoFromP2pAddr(a); err != nil {
+			return nil, cfgErr("--bootstrap", c.Bootstrap[i], "must end in /p2p/<peer-id>: %v", err)
+		}
+	}
+	infos, err := peer.AddrInfosFromP2pAddrs(addrs...)
+	if err != nil {
+		return nil, cfgErr("--bootstrap", strings.Join(c.Bootstrap, ","), "%v", err)
+	}
+	return infos, nil
+}
+
+// LoadConfigFile reads a YAML config file onto c: keys present in the file
+// replace c's values, the others are kept. Unknown keys are an error.
+func LoadConfigFile(path string, c *Config) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return cfgErr("--config", path, "%v", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
+		return cfgErr("--config", path, "%s", strings.ReplaceAll(err.Error(), "\n", ";"))
+	}
+	return nil
+}

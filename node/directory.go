@@ -1,0 +1,255 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/overlayd/overlayd/overlay/directory"
+	"github.com/overlayd/overlayd/protocol"
+)
+
+// gossipParams returns GossipSub parameters for the overlay's topology: an
+// ordinary node is connected to few peers (its supernodes), so a supernode
+// is the hub of a star. With the default Dhi (12) a hub prunes its mesh to D
+// and most leaves only hear gossip, late or never (measured: 57-64% of
+// leaves after 6 s). A Dhi above the number of peers a hub can hold keeps
+// every leaf in its mesh, so announcements reach every node directly.
+func gossipParams(c Config) pubsub.GossipSubParams {
+	p := pubsub.DefaultGossipSubParams()
+	p.D, p.Dlo = 8, 6
+	p.Dhi = max(4096, 2*connBudget(c))
+	p.Dscore = 4
+	p.Dout = 2
+	// Heartbeats repair the mesh; keep them well inside an announce
+	// interval so a new peer is in the mesh before the next announcement.
+	p.HeartbeatInterval = min(max(c.AnnounceInterval/4, 100*time.Millisecond), time.Second)
+	p.HeartbeatInitialDelay = min(p.HeartbeatInitialDelay, p.HeartbeatInterval)
+	return p
+}
+
+func (n *Node) startDirectory(ctx context.Context) error {
+	ps, err := pubsub.NewGossipSub(ctx, n.host,
+		pubsub.WithMessageSigning(true),
+		pubsub.WithStrictSignatureVerification(true),
+		pubsub.WithFloodPublish(true),
+		pubsub.WithGossipSubParams(gossipParams(n.cfg)),
+	)
+	if err != nil {
+		return err
+	}
+	n.ps = ps
+	if err := ps.RegisterTopicValidator(protocol.DirectoryTopic, n.validate, pubsub.WithValidatorInline(true)); err != nil {
+		return err
+	}
+	if n.topic, err = ps.Join(protocol.DirectoryTopic); err != nil {
+		return err
+	}
+	if n.sub, err = n.topic.Subscribe(); err != nil {
+		return err
+	}
+	n.goLoop(func() { n.drain(ctx) })
+	return nil
+}
+
+// validate is the directory topic's validator: it applies every announcement
+// to the directory, so only accepted ones propagate. Stale ones are ignored
+// rather than rejected, since reordering on the way is not an attack.
+func (n *Node) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+	signer := msg.GetFrom()
+	ev, err := n.dir.Receive(signer, msg.GetData(), n.now())
+	if err != nil {
+		reason := protocol.ReasonOf(err)
+		n.m.rejected.WithLabelValues(string(reason)).Inc()
+		n.log.Debug("announcement refused", "from", signer.ShortString(), "err", err)
+		if reason == protocol.ReasonStaleSeq {
+			return pubsub.ValidationIgnore
+		}
+		return pubsub.ValidationReject
+	}
+	n.m.accepted.Inc()
+	if ev.Kind != directory.Updated {
+		n.log.Debug("directory", "event", ev.Kind.String(), "peer", ev.ID.ShortString())
+	}
+	return pubsub.ValidationAccept
+}
+
+// drain reads the subscription; the validator has done the work already.
+func (n *Node) drain(ctx context.Context) {
+	for {
+		if _, err := n.sub.Next(ctx); err != nil {
+			return
+		}
+	}
+}
+
+// expiryTick is how often a node looks for expired entries: a tenth of the
+// announce interval, within [10 ms, 1 s].
+func expiryTick(interval time.Duration) time.Duration {
+	return min(max(interval/10, 10*time.Millisecond), time.Second)
+}
+
+// expireLoop removes entries whose supernodes stopped announcing.
+func (n *Node) expireLoop(ctx context.Context) {
+	t := time.NewTicker(expiryTick(n.cfg.AnnounceInterval))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, ev := range n.dir.Expire(n.now()) {
+				n.log.Info("supernode expired", "peer", ev.ID.ShortString())
+			}
+		}
+	}
+}
+
+// announceAddrs are the addresses a supernode announces: the configured
+// announce addresses, else its listen addresses without loopback ones unless
+// it has nothing else.
+func (n *Node) announceAddrs() []ma.Multiaddr {
+	if len(n.cfg.AnnounceAddrs) > 0 {
+		addrs, _ := parseAddrs("--announce-addr", n.cfg.AnnounceAddrs)
+		return addrs
+	}
+	all := n.host.Addrs()
+	var public []ma.Multiaddr
+	for _, a := range all {
+		if !manet.IsIPLoopback(a) {
+			public = append(public, a)
+		}
+	}
+	if len(public) == 0 {
+		return all
+	}
+	return public
+}
+
+func (n *Node) publishAnnouncement(ctx context.Context, departing bool) error {
+	b, err := n.announcer.Next(n.announceAddrs(), n.load(), departing, n.now())
+	if err != nil {
+		return err
+	}
+	return n.topic.Publish(ctx, b)
+}
+
+// load is the number of attached clients reported in announcements.
+func (n *Node) load() int { return 0 }
+
+// announceLoop publishes this supernode's announcement now and every
+// interval after, with up to 10% jitter so supernodes started together do
+// not announce in lockstep.
+func (n *Node) announceLoop(ctx context.Context) {
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	iv := n.cfg.AnnounceInterval
+	next := time.Duration(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(next):
+		}
+		if err := n.publishAnnouncement(ctx, false); err != nil && ctx.Err() == nil {
+			n.log.Warn("announce", "err", err)
+		}
+		next = iv - time.Duration(rng.Int64N(int64(iv/10)+1))
+	}
+}
+
+// announceDeparture tells the network this supernode stops serving, and
+// gives the message a moment to leave before the host closes (GossipSub has
+// no flush).
+func (n *Node) announceDeparture(ctx context.Context) {
+	if err := n.publishAnnouncement(ctx, true); err != nil {
+		n.log.Warn("departure announcement", "err", err)
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(departureFlush):
+	}
+}
+
+const departureFlush = 200 * time.Millisecond
+
+// bootstrapLoop keeps the node connected to at least one bootstrap peer,
+// retrying with jittered exponential backoff while none is connected.
+func (n *Node) bootstrapLoop(ctx context.Context) {
+	if len(n.bootstrap) == 0 {
+		return
+	}
+	rng := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	wait := 250 * time.Millisecond
+	for {
+		connected := 0
+		for _, pi := range n.bootstrap {
+			if n.host.Network().Connectedness(pi.ID) == network.Connected {
+				connected++
+			}
+		}
+		if connected == 0 {
+			for _, pi := range n.bootstrap {
+				if pi.ID == n.host.ID() {
+					continue
+				}
+				dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				err := n.host.Connect(dctx, pi)
+				cancel()
+				if err == nil {
+					connected++
+					n.log.Info("bootstrap connected", "peer", pi.ID.ShortString())
+				} else if !errors.Is(err, context.Canceled) {
+					n.log.Debug("bootstrap dial", "peer", pi.ID.ShortString(), "err", err)
+				}
+			}
+		}
+		if connected > 0 {
+			wait = n.cfg.AnnounceInterval
+		} else {
+			wait = min(2*wait, time.Minute)
+		}
+		d := wait/2 + time.Duration(rng.Int64N(int64(wait/2)+1))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
+	}
+}
+
+// meshLoop keeps a supernode connected to every other supernode in its
+// directory: the supernode tier is a full mesh, which carries the directory
+// gossip (and, later, relayed messages) one hop between any two supernodes.
+func (n *Node) meshLoop(ctx context.Context) {
+	changes, cancel := n.dir.Subscribe()
+	defer cancel()
+	t := time.NewTicker(n.cfg.AnnounceInterval)
+	defer t.Stop()
+	for {
+		for _, e := range n.dir.Snapshot().Entries {
+			if e.ID == n.host.ID() || n.host.Network().Connectedness(e.ID) == network.Connected {
+				continue
+			}
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := n.host.Connect(dctx, peer.AddrInfo{ID: e.ID, Addrs: e.Addrs})
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				n.log.Debug("supernode dial", "peer", e.ID.ShortString(), "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package localapi
+
+import (
+	"time"
+
+	"github.com/overlayd/overlayd/overlay/ring"
+)
+
+// Status describes the daemon.
+type Status struct {
+	PeerID string `json:"peer_id"`
+	// Role is the role the node plays now; ConfiguredRole what it was
+	// started with; RoleReason why they differ, or why the role holds.
+	Role           string    `json:"role"`
+	ConfiguredRole string    `json:"configured_role"`
+	RoleReason     string    `json:"role_reason,omitempty"`
+	Capacity       int       `json:"capacity"`
+	Addrs          []string  `json:"addrs"`
+	StartedAt      time.Time `json:"started_at"`
+	UptimeSeconds  float64   `json:"uptime_seconds"`
+	ConnectedPeers int       `json:"connected_peers"`
+	DirectorySize  int       `json:"directory_size"`
+	RingVersion    string    `json:"ring_version,omitempty"`
+	Version        string    `json:"version"`
+}
+
+// Peer is one connected peer.
+type Peer struct {
+	ID        string   `json:"id"`
+	Addrs     []string `json:"addrs"`
+	Direction string   `json:"direction"`
+	Supernode bool     `json:"supernode"`
+}
+
+// Supernode is one directory entry as this node sees it.
+type Supernode struct {
+	ID       string    `json:"id"`
+	Role     string    `json:"role"`
+	Capacity uint32    `json:"capacity"`
+	Load     uint32    `json:"load"`
+	Addrs    []string  `json:"addrs"`
+	Seq      uint64    `json:"seq"`
+	LastSeen time.Time `json:"last_seen"`
+	Expires  time.Time `json:"expires"`
+	Self     bool      `json:"self,omitempty"`
+}
+
+// Ring describes the live cluster ring: its balance statistics, or
+// Members == 0 while the directory has no supernode.
+type Ring struct {
+	ring.Stats
+}

@@ -1,0 +1,323 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/overlay/directory"
+	"github.com/overlayd/overlayd/overlay/ring"
+	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/supernode"
+)
+
+// Node is one overlayd daemon.
+type Node struct {
+	cfg     Config
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	key     crypto.PrivKey
+	now     func() time.Time
+	debounc time.Duration
+
+	dir   *directory.Directory
+	rings ring.Published
+
+	// Set by Start; read-only afterwards.
+	host      host.Host
+	ps        *pubsub.PubSub
+	topic     *pubsub.Topic
+	sub       *pubsub.Subscription
+	announcer *supernode.Announcer
+	bootstrap []peer.AddrInfo
+	m         *metrics
+	apiSrv    *http.Server
+	metricSrv *http.Server
+	started   time.Time
+
+	mu      sync.Mutex
+	state   int // stateNew, stateStarted, stateClosed
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closeMu sync.Mutex
+	abrupt  atomic.Bool
+}
+
+const (
+	stateNew = iota
+	stateStarted
+	stateClosed
+)
+
+// Option configures a Node beyond its Config.
+type Option func(*Node) error
+
+// WithLogger sets the logger (default: discard).
+func WithLogger(l *slog.Logger) Option {
+	return func(n *Node) error {
+		if l == nil {
+			return errors.New("WithLogger: nil logger")
+		}
+		n.log = l
+		return nil
+	}
+}
+
+// WithRegistry sets the Prometheus registry the node registers its metrics
+// on and serves (default: a fresh one).
+func WithRegistry(r *prometheus.Registry) Option {
+	return func(n *Node) error {
+		if r == nil {
+			return errors.New("WithRegistry: nil registry")
+		}
+		n.reg = r
+		return nil
+	}
+}
+
+// WithIdentity uses key instead of the data dir's identity key file.
+func WithIdentity(key crypto.PrivKey) Option {
+	return func(n *Node) error {
+		if key == nil {
+			return errors.New("WithIdentity: nil key")
+		}
+		n.key = key
+		return nil
+	}
+}
+
+// WithRingDebounce sets how long the node waits after a directory change
+// before rebuilding the ring, so a burst of changes costs one rebuild
+// (default: a tenth of the announce interval, at most 1 s).
+func WithRingDebounce(d time.Duration) Option {
+	return func(n *Node) error {
+		if d < 0 {
+			return fmt.Errorf("WithRingDebounce: negative %v", d)
+		}
+		n.debounc = d
+		return nil
+	}
+}
+
+// New checks cfg and returns a Node. It does no I/O and starts nothing.
+func New(cfg Config, opts ...Option) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:     cfg,
+		log:     slog.New(slog.DiscardHandler),
+		reg:     prometheus.NewRegistry(),
+		now:     time.Now,
+		debounc: min(cfg.AnnounceInterval/10, time.Second),
+		dir:     directory.New(),
+	}
+	for _, o := range opts {
+		if err := o(n); err != nil {
+			return nil, err
+		}
+	}
+	n.log = n.log.With("component", "node")
+	n.bootstrap, _ = cfg.bootstrapPeers()
+	return n, nil
+}
+
+// Run starts the node, serves until ctx is done, then closes it.
+func (n *Node) Run(ctx context.Context) error {
+	if err := n.Start(ctx); err != nil {
+		n.Close()
+		return err
+	}
+	<-ctx.Done()
+	return n.Close()
+}
+
+// Start brings the node up: identity, host, directory, role, API, metrics.
+// ctx bounds the start only; Close stops what Start began. On error the
+// caller must still call Close.
+func (n *Node) Start(ctx context.Context) (err error) {
+	n.mu.Lock()
+	if n.state != stateNew {
+		n.mu.Unlock()
+		return errors.New("node: Start called twice or after Close")
+	}
+	n.state = stateStarted
+	runCtx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.mu.Unlock()
+
+	if n.key == nil {
+		if n.key, err = LoadOrCreateIdentity(n.cfg.DataDir); err != nil {
+			return err
+		}
+	} else if n.cfg.APIListen != APIOff {
+		if err := EnsureDataDir(n.cfg.DataDir); err != nil {
+			return err
+		}
+	}
+	if n.host, err = newHost(n.cfg, n.key); err != nil {
+		return err
+	}
+	n.log = n.log.With("peer", n.host.ID().ShortString())
+	if n.m, err = newMetrics(n.reg, n); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	if err := n.startDirectory(runCtx); err != nil {
+		return err
+	}
+	if n.cfg.Role == RoleSupernode {
+		n.announcer, err = supernode.NewAnnouncer(n.host.ID(), protocol.RoleSupernode, n.cfg.Capacity, n.cfg.AnnounceInterval)
+		if err != nil {
+			return err
+		}
+	}
+	if n.cfg.APIListen != APIOff {
+		if err := n.startAPI(ctx); err != nil {
+			return err
+		}
+	}
+	if n.cfg.MetricsListen != "" {
+		if err := n.startMetrics(ctx); err != nil {
+			return err
+		}
+	}
+	n.started = n.now()
+	n.goLoop(func() { n.expireLoop(runCtx) })
+	n.goLoop(func() { n.ringLoop(runCtx) })
+	n.goLoop(func() { n.bootstrapLoop(runCtx) })
+	if n.announcer != nil {
+		n.goLoop(func() { n.announceLoop(runCtx) })
+		n.goLoop(func() { n.meshLoop(runCtx) })
+	}
+	n.log.Info("started", "id", n.host.ID(), "role", n.cfg.Role, "addrs", n.host.Addrs())
+	return nil
+}
+
+func (n *Node) goLoop(f func()) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
+}
+
+// Close stops the node gracefully: a supernode announces its departure, then
+// every loop stops, then streams, the host, the API and metrics close. It is
+// idempotent, safe on a node whose Start failed half-way, and bounded by
+// closeTimeout.
+func (n *Node) Close() error {
+	n.closeMu.Lock()
+	defer n.closeMu.Unlock()
+	n.mu.Lock()
+	if n.state == stateClosed {
+		n.mu.Unlock()
+		return nil
+	}
+	started := n.state == stateStarted
+	n.state = stateClosed
+	cancel := n.cancel
+	n.mu.Unlock()
+	if !started {
+		return nil
+	}
+	ctx, done := context.WithTimeout(context.Background(), closeTimeout)
+	defer done()
+	if n.announcer != nil && n.topic != nil && !n.abrupt.Load() {
+		n.announceDeparture(ctx)
+	}
+	cancel()
+	n.wg.Wait()
+	var errs []error
+	if n.apiSrv != nil {
+		errs = append(errs, n.apiSrv.Shutdown(ctx))
+		if n.cfg.APIListen != "" {
+			localapi.Cleanup(n.cfg.DataDir)
+		}
+	}
+	if n.metricSrv != nil {
+		errs = append(errs, n.metricSrv.Shutdown(ctx))
+	}
+	// The GossipSub router, its topic and subscription stopped with the
+	// run context.
+	if n.host != nil {
+		errs = append(errs, n.host.Close())
+	}
+	n.log.Info("stopped")
+	return errors.Join(errs...)
+}
+
+// closeTimeout bounds a graceful Close: the daemon must exit within 5 s of
+// SIGTERM.
+const closeTimeout = 4 * time.Second
+
+// Host returns the libp2p host (nil before Start).
+func (n *Node) Host() host.Host { return n.host }
+
+// ID returns the node's peer ID (empty before Start).
+func (n *Node) ID() peer.ID {
+	if n.host == nil {
+		return ""
+	}
+	return n.host.ID()
+}
+
+// Directory returns the node's supernode directory.
+func (n *Node) Directory() *directory.Directory { return n.dir }
+
+// Ring returns the live ring, or nil while the directory has no supernode.
+func (n *Node) Ring() *ring.Ring { return n.rings.Load() }
+
+// Role returns the role the node plays now and why.
+func (n *Node) Role() (Role, string) {
+	switch n.cfg.Role {
+	case RoleAuto:
+		return RoleOrdinary, "auto: automatic promotion is not implemented yet, so the node stays ordinary"
+	case RoleSupernode:
+		return RoleSupernode, "pinned by --role supernode"
+	}
+	return RoleOrdinary, "pinned by --role ordinary"
+}
+
+func (n *Node) serve(ln net.Listener, h http.Handler) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	n.goLoop(func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			n.log.Error("http server", "err", err)
+		}
+	})
+	return srv
+}
+
+func (n *Node) startMetrics(ctx context.Context) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", n.cfg.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
+	n.metricSrv = n.serve(ln, mux)
+	n.log.Info("metrics", "addr", ln.Addr().String())
+	return nil
+}
+
+// CloseAbruptlyForTest stops the node as a crash would: no departure
+// announcement, connections dropped. For tests and the testnet's "kill".
+func (n *Node) CloseAbruptlyForTest() error {
+	n.abrupt.Store(true)
+	return n.Close()
+}

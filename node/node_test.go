@@ -1,0 +1,318 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/overlayd/overlayd/protocol"
+)
+
+const testInterval = 500 * time.Millisecond
+
+// testConfig is a loopback-only config with short intervals.
+func testConfig(tb testing.TB, role Role) Config {
+	tb.Helper()
+	c := DefaultConfig()
+	c.DataDir = filepath.Join(tb.TempDir(), "data")
+	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	c.Role = role
+	c.Capacity = 50
+	c.AnnounceInterval = testInterval
+	c.APIListen = APIOff
+	return c
+}
+
+func startNode(tb testing.TB, c Config) *Node {
+	tb.Helper()
+	n, err := New(c)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		n.Close()
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { n.Close() })
+	return n
+}
+
+func p2pAddr(n *Node) string {
+	return fmt.Sprintf("%s/p2p/%s", n.Host().Addrs()[0], n.ID())
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(tb testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
+	tb.Helper()
+	start := time.Now()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
+			tb.Fatalf("%s: not within %v", what, within)
+		case <-tick.C:
+		}
+	}
+	return time.Since(start)
+}
+
+// startNetwork starts supernodes and ordinary nodes, all bootstrapping
+// through the first supernode.
+func startNetwork(tb testing.TB, supers, ordinary int) (sns, ons []*Node) {
+	tb.Helper()
+	first := startNode(tb, testConfig(tb, RoleSupernode))
+	sns = append(sns, first)
+	boot := p2pAddr(first)
+	for range supers - 1 {
+		c := testConfig(tb, RoleSupernode)
+		c.Bootstrap = []string{boot}
+		sns = append(sns, startNode(tb, c))
+	}
+	for range ordinary {
+		c := testConfig(tb, RoleOrdinary)
+		c.Bootstrap = []string{boot}
+		ons = append(ons, startNode(tb, c))
+	}
+	return sns, ons
+}
+
+func hasAll(n *Node, ids []peer.ID) bool {
+	s := n.Directory().Snapshot()
+	for _, id := range ids {
+		if _, ok := s.Get(id); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func hasNone(n *Node, ids []peer.ID) bool {
+	s := n.Directory().Snapshot()
+	for _, id := range ids {
+		if _, ok := s.Get(id); ok {
+			return false
+		}
+	}
+	return true
+}
+
+func TestDirectoryConverges(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		supers, ordinary int
+		crash            bool // stop without a departure announcement
+	}{
+		{"two nodes", 1, 1, false},
+		{"five nodes", 3, 2, false},
+		{"five nodes, crash", 3, 2, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sns, ons := startNetwork(t, tc.supers, tc.ordinary)
+			all := append(append([]*Node{}, sns...), ons...)
+			var ids []peer.ID
+			for _, s := range sns {
+				ids = append(ids, s.ID())
+			}
+			// Every supernode in every directory within 2 intervals (plus
+			// the connection set-up, which starts with the nodes).
+			for _, n := range all {
+				d := waitFor(t, 2*testInterval+time.Second, "directory complete on "+n.ID().ShortString(), func() bool { return hasAll(n, ids) })
+				t.Logf("%s complete after %v", n.ID().ShortString(), d)
+			}
+			// Rings agree.
+			waitFor(t, time.Second, "ring built", func() bool { r := all[0].Ring(); return r != nil && r.Len() == tc.supers })
+			want := all[0].Ring()
+			for _, n := range all {
+				waitFor(t, time.Second, "ring agreement", func() bool { r := n.Ring(); return r != nil && r.Version() == want.Version() })
+			}
+			// Stop the last supernode: it leaves every directory within 3
+			// intervals (a departure removes it at once; a crash by expiry).
+			victim := sns[len(sns)-1]
+			var err error
+			if tc.crash {
+				err = victim.CloseAbruptlyForTest()
+			} else {
+				err = victim.Close()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// An entry expires 3 intervals after the last announcement, which
+			// the victim sent before it stopped; the expiry check runs every
+			// expiryTick, so that is the only slack.
+			bound := 3*testInterval + expiryTick(testInterval)
+			for _, n := range all {
+				if n == victim {
+					continue
+				}
+				d := waitFor(t, bound, "victim gone", func() bool { return hasNone(n, []peer.ID{victim.ID()}) })
+				t.Logf("%s dropped the victim after %v", n.ID().ShortString(), d)
+			}
+		})
+	}
+}
+
+func TestIdentityPersists(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "d")
+	c := testConfig(t, RoleOrdinary)
+	c.DataDir = dir
+	a := startNode(t, c)
+	id := a.ID()
+	a.Close()
+	st, err := os.Stat(filepath.Join(dir, KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("key mode %04o, want 0600", st.Mode().Perm())
+	}
+	if st, _ := os.Stat(dir); st.Mode().Perm() != 0o700 {
+		t.Fatalf("dir mode %04o, want 0700", st.Mode().Perm())
+	}
+	b := startNode(t, c)
+	if b.ID() != id {
+		t.Fatalf("restart changed the peer ID: %s → %s", id, b.ID())
+	}
+}
+
+func TestIdentityErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		want  string
+	}{
+		{"corrupt key", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, KeyFile), []byte("not a key"), 0o600)
+		}, "corrupt"},
+		{"empty key", func(t *testing.T, dir string) {
+			os.WriteFile(filepath.Join(dir, KeyFile), nil, 0o600)
+		}, "identity key"},
+		{"key readable by others", func(t *testing.T, dir string) {
+			k, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+			b, _ := crypto.MarshalPrivateKey(k)
+			os.WriteFile(filepath.Join(dir, KeyFile), b, 0o644)
+			os.Chmod(filepath.Join(dir, KeyFile), 0o644)
+		}, "chmod 600"},
+		{"data dir open to others", func(t *testing.T, dir string) {
+			os.Chmod(dir, 0o755)
+		}, "chmod 700"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "d")
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			tt.setup(t, dir)
+			before, _ := os.ReadFile(filepath.Join(dir, KeyFile))
+			_, err := LoadOrCreateIdentity(dir)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want one mentioning %q", err, tt.want)
+			}
+			after, _ := os.ReadFile(filepath.Join(dir, KeyFile))
+			if string(before) != string(after) {
+				t.Fatal("a bad key file was replaced")
+			}
+		})
+	}
+}
+
+// rogue is a GossipSub peer that publishes whatever it is told on the
+// directory topic, with no validation of its own.
+type rogue struct {
+	h     host.Host
+	topic *pubsub.Topic
+}
+
+func newRogue(t *testing.T, target *Node) *rogue {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	ps, err := pubsub.NewGossipSub(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := ps.Join(protocol.DirectoryTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := topic.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Cancel)
+	if err := h.Connect(context.Background(), peer.AddrInfo{ID: target.ID(), Addrs: target.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	return &rogue{h: h, topic: topic}
+}
+
+func (r *rogue) publish(t *testing.T, b []byte) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.topic.Publish(ctx, b, pubsub.WithReadiness(pubsub.MinTopicSize(1))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *rogue) announcement(t *testing.T, id peer.ID, seq uint64) []byte {
+	t.Helper()
+	a := protocol.Announcement{
+		ID: id, Addrs: []ma.Multiaddr{r.h.Addrs()[0]}, Role: protocol.RoleSupernode,
+		Capacity: 10, Version: protocol.Version, Seq: seq, Interval: time.Second,
+	}
+	b, err := a.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRogueAnnouncementsRejected(t *testing.T) {
+	target := startNode(t, testConfig(t, RoleOrdinary))
+	victim := startNode(t, testConfig(t, RoleOrdinary))
+	r := newRogue(t, target)
+	rejected := func(reason protocol.Reason) func() bool {
+		return func() bool { return target.rejectedForTest(string(reason)) >= 1 }
+	}
+
+	// Another peer's ID, signed by the rogue.
+	r.publish(t, r.announcement(t, victim.ID(), 1))
+	waitFor(t, 5*time.Second, "signer mismatch counted", rejected(protocol.ReasonSignerMismatch))
+
+	// 64 KiB.
+	r.publish(t, make([]byte, 64<<10))
+	waitFor(t, 5*time.Second, "oversize counted", rejected(protocol.ReasonOversize))
+
+	// Its own announcement is accepted, then a replay of an older seq is not.
+	r.publish(t, r.announcement(t, r.h.ID(), 10))
+	waitFor(t, 5*time.Second, "own announcement accepted", func() bool { return hasAll(target, []peer.ID{r.h.ID()}) })
+	r.publish(t, r.announcement(t, r.h.ID(), 5))
+	waitFor(t, 5*time.Second, "stale seq counted", rejected(protocol.ReasonStaleSeq))
+
+	if _, ok := target.Directory().Snapshot().Get(victim.ID()); ok {
+		t.Fatal("forged announcement entered the directory")
+	}
+	if e, _ := target.Directory().Snapshot().Get(r.h.ID()); e.Seq != 10 {
+		t.Fatalf("entry seq = %d after a replay, want 10", e.Seq)
+	}
+}

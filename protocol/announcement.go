@@ -1,0 +1,129 @@
+package protocol
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/overlayd/overlayd/protocol/pb"
+)
+
+// Role is the tier a supernode announces.
+type Role int
+
+// Roles carried in announcements.
+const (
+	RoleSupernode Role = Role(pb.Role_ROLE_SUPERNODE)
+	RoleMega      Role = Role(pb.Role_ROLE_MEGA)
+)
+
+// String returns "supernode", "mega" or "unknown(N)".
+func (r Role) String() string {
+	switch r {
+	case RoleSupernode:
+		return "supernode"
+	case RoleMega:
+		return "mega"
+	}
+	return fmt.Sprintf("unknown(%d)", int(r))
+}
+
+// Announcement is the decoded, validated form of pb.Announcement.
+type Announcement struct {
+	ID        peer.ID
+	Addrs     []ma.Multiaddr
+	Role      Role
+	Capacity  uint32
+	Load      uint32
+	Version   uint32
+	Seq       uint64
+	Interval  time.Duration
+	Departing bool
+}
+
+// Marshal validates a and encodes it.
+func (a *Announcement) Marshal() ([]byte, error) {
+	m := &pb.Announcement{
+		PeerId:          []byte(a.ID),
+		Role:            pb.Role(a.Role),
+		Capacity:        a.Capacity,
+		Load:            a.Load,
+		ProtocolVersion: a.Version,
+		Seq:             a.Seq,
+		IntervalMs:      uint32(a.Interval / time.Millisecond),
+		Departing:       a.Departing,
+	}
+	for _, addr := range a.Addrs {
+		m.Addrs = append(m.Addrs, addr.Bytes())
+	}
+	if _, err := fromPB(m); err != nil {
+		return nil, fmt.Errorf("marshal announcement: %w", err)
+	}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("marshal announcement: %w", err)
+	}
+	if len(b) > MaxAnnouncementSize {
+		return nil, fmt.Errorf("marshal announcement: %w",
+			Reject(ReasonOversize, "%d bytes, limit %d", len(b), MaxAnnouncementSize))
+	}
+	return b, nil
+}
+
+// UnmarshalAnnouncement decodes and validates an announcement. It checks
+// everything that needs no outside state: size, encoding and field values.
+// The signer and sequence checks are the directory's. Errors are
+// *RejectError.
+func UnmarshalAnnouncement(b []byte) (Announcement, error) {
+	if len(b) > MaxAnnouncementSize {
+		return Announcement{}, Reject(ReasonOversize, "announcement of %d bytes, limit %d", len(b), MaxAnnouncementSize)
+	}
+	var m pb.Announcement
+	if err := proto.Unmarshal(b, &m); err != nil {
+		return Announcement{}, Reject(ReasonUndecodable, "announcement: %v", err)
+	}
+	return fromPB(&m)
+}
+
+func fromPB(m *pb.Announcement) (Announcement, error) {
+	id, err := peer.IDFromBytes(m.GetPeerId())
+	if err != nil {
+		return Announcement{}, Reject(ReasonInvalid, "announcement peer_id: %v", err)
+	}
+	a := Announcement{
+		ID:        id,
+		Role:      Role(m.GetRole()),
+		Capacity:  m.GetCapacity(),
+		Load:      m.GetLoad(),
+		Version:   m.GetProtocolVersion(),
+		Seq:       m.GetSeq(),
+		Interval:  time.Duration(m.GetIntervalMs()) * time.Millisecond,
+		Departing: m.GetDeparting(),
+	}
+	switch {
+	case a.Role != RoleSupernode && a.Role != RoleMega:
+		return Announcement{}, Reject(ReasonInvalid, "announcement role %d", int(m.GetRole()))
+	case a.Capacity == 0:
+		return Announcement{}, Reject(ReasonInvalid, "announcement capacity 0")
+	case len(m.GetAddrs()) == 0:
+		return Announcement{}, Reject(ReasonInvalid, "announcement has no addresses")
+	case len(m.GetAddrs()) > MaxAnnouncedAddrs:
+		return Announcement{}, Reject(ReasonInvalid, "announcement has %d addresses, limit %d", len(m.GetAddrs()), MaxAnnouncedAddrs)
+	case a.Interval < MinAnnounceInterval || a.Interval > MaxAnnounceInterval:
+		return Announcement{}, Reject(ReasonInvalid, "announcement interval %v outside [%v, %v]", a.Interval, MinAnnounceInterval, MaxAnnounceInterval)
+	case a.Seq == 0:
+		return Announcement{}, Reject(ReasonInvalid, "announcement seq 0")
+	}
+	a.Addrs = make([]ma.Multiaddr, 0, len(m.GetAddrs()))
+	for i, raw := range m.GetAddrs() {
+		addr, err := ma.NewMultiaddrBytes(raw)
+		if err != nil {
+			return Announcement{}, Reject(ReasonInvalid, "announcement address %d: %v", i, err)
+		}
+		a.Addrs = append(a.Addrs, addr)
+	}
+	return a, nil
+}

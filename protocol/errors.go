@@ -1,0 +1,55 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Reason names why a received message was refused. Reasons are metric label
+// values, so the set is closed and small.
+type Reason string
+
+// The reasons an announcement is refused; see the package documentation.
+const (
+	ReasonOversize       Reason = "oversize"
+	ReasonUndecodable    Reason = "undecodable"
+	ReasonInvalid        Reason = "invalid"
+	ReasonSignerMismatch Reason = "signer_mismatch"
+	ReasonStaleSeq       Reason = "stale_seq"
+	// ReasonDirectoryFull: the receiver remembers as many peers as it may.
+	ReasonDirectoryFull Reason = "directory_full"
+)
+
+// Reasons lists every Reason, for pre-declaring metric label values.
+var Reasons = []Reason{ReasonOversize, ReasonUndecodable, ReasonInvalid, ReasonSignerMismatch, ReasonStaleSeq, ReasonDirectoryFull}
+
+// ErrRejected matches every *RejectError.
+var ErrRejected = errors.New("message rejected")
+
+// RejectError is returned for a message that breaks the protocol's rules.
+type RejectError struct {
+	Reason Reason
+	Err    error
+}
+
+func (e *RejectError) Error() string { return fmt.Sprintf("%s: %v", e.Reason, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *RejectError) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrRejected.
+func (e *RejectError) Is(target error) bool { return target == ErrRejected }
+
+// Reject builds a *RejectError.
+func Reject(r Reason, format string, args ...any) error {
+	return &RejectError{Reason: r, Err: fmt.Errorf(format, args...)}
+}
+
+// ReasonOf returns the Reason of a *RejectError in err's chain, or "".
+func ReasonOf(err error) Reason {
+	var re *RejectError
+	if errors.As(err, &re) {
+		return re.Reason
+	}
+	return ""
+}
