@@ -239,8 +239,6 @@ func (n *Node) Close() error {
 	if n.announcer != nil && n.topic != nil && !n.abrupt.Load() {
 		n.announceDeparture(ctx)
 	}
-	cancel()
-	n.wg.Wait()
 	var errs []error
 	if n.apiSrv != nil {
 		errs = append(errs, n.apiSrv.Shutdown(ctx))
@@ -251,6 +249,8 @@ func (n *Node) Close() error {
 	if n.metricSrv != nil {
 		errs = append(errs, n.metricSrv.Shutdown(ctx))
 	}
+	cancel()
+	n.wg.Wait()
 	// The GossipSub router, its topic and subscription stopped with the
 	// run context.
 	if n.host != nil {

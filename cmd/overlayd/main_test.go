@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"github.com/urfave/cli/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/overlayd/overlayd/node/localapi"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// binary builds the real, static overlayd binary once per test run.
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "overlayd-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "overlayd")
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", binPath, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = errors.New(string(out))
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build: %v", buildErr)
+	}
+	return binPath
+}
+
+func runBin(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return o.String(), e.String(), ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return o.String(), e.String(), 0
+}
+
+func TestBinaryRunStatusSigterm(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	cmd := exec.Command(binary(t), "run", "--data-dir", dir,
+		"--listen", "/ip4/127.0.0.1/tcp/0", "--listen", "/ip4/127.0.0.1/udp/0/quic-v1",
+		"--role", "supernode", "--announce-interval", "200ms")
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var waitErr error
+	exitedC := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exitedC) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exitedC
+	})
+
+	// Wait for the API socket, then ask for the status the way a user does.
+	var st localapi.Status
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		out, _, code := runBin(t, nil, "status", "--json", "--data-dir", dir)
+		if code == 0 {
+			if err := json.Unmarshal([]byte(out), &st); err != nil {
+				t.Fatalf("status --json: %v\n%s", err, out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon never answered; logs:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond) // polling an external process; no event to wait on
+	}
+	if !strings.HasPrefix(st.PeerID, "12D3KooW") || st.Role != "supernode" {
+		t.Fatalf("status = %+v", st)
+	}
+	key, err := os.ReadFile(filepath.Join(dir, "identity.key"))
+	if err != nil || len(key) == 0 {
+		t.Fatalf("identity key: %v", err)
+	}
+
+	// The supernode lists itself once its first announcement is in.
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		out, _, _ := runBin(t, nil, "supernodes", "--data-dir", dir)
+		if strings.Contains(out, st.PeerID+" (self)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("supernodes never listed self:\n%s", out)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exitedC:
+		if waitErr != nil {
+			t.Fatalf("exit after SIGTERM: %v; logs:\n%s", waitErr, logs.String())
+		}
+		t.Logf("exited 0 %v after SIGTERM", time.Since(start))
+	case <-time.After(5 * time.Second):
+		t.Fatalf("still running 5 s after SIGTERM; logs:\n%s", logs.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, localapi.SocketFile)); err == nil {
+		t.Error("API socket left behind")
+	}
+	_, stderr, code := runBin(t, nil, "status", "--data-dir", dir)
+	if code == 0 || !strings.Contains(stderr, "no overlayd daemon is running") || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("status without daemon: code %d, stderr %q", code, stderr)
+	}
+}
+
+func TestBadInputExits2(t *testing.T) {
+	cfgFile := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(cfgFile, []byte("capacity: 10\nbogus: 1\n"), 0o600)
+	tests := []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"unknown role", nil, []string{"run", "--role", "banana"}, "--role"},
+		{"bad multiaddr", nil, []string{"run", "--listen", "not-an-addr"}, "--listen"},
+		{"bootstrap without peer id", nil, []string{"run", "--bootstrap", "/ip4/127.0.0.1/tcp/1"}, "--bootstrap"},
+		{"negative capacity", nil, []string{"run", "--capacity", "-3"}, "--capacity"},
+		{"capacity not a number", nil, []string{"run", "--capacity", "lots"}, "capacity"},
+		{"unreadable config", nil, []string{"run", "--config", "/nonexistent/overlayd.yaml"}, "--config"},
+		{"unknown config key", nil, []string{"run", "--config", cfgFile}, "bogus"},
+		{"bad env value", []string{"OVERLAYD_ROLE=banana"}, []string{"run"}, "--role"},
+		{"bad log level", nil, []string{"run", "--log-level", "loud"}, "--log-level"},
+		{"public metrics without opt-in", nil, []string{"run", "--metrics-listen", "0.0.0.0:9100"}, "--metrics-listen"},
+		{"unknown flag", nil, []string{"run", "--frobnicate"}, "frobnicate"},
+		{"unknown command", nil, []string{"frobnicate"}, "frobnicate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append(tt.args, "--data-dir", filepath.Join(t.TempDir(), "d"))
+			if tt.name == "unknown command" {
+				args = tt.args
+			}
+			_, stderr, code := runBin(t, tt.env, args...)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; stderr: %s", code, stderr)
+			}
+			if !strings.Contains(stderr, tt.want) {
+				t.Fatalf("stderr %q does not name %q", stderr, tt.want)
+			}
+			if strings.Contains(stderr, "panic") || strings.Contains(stderr, "goroutine ") {
+				t.Fatalf("panicked: %s", stderr)
+			}
+		})
+	}
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	// flag > env > file > default, checked through the same code path run uses.
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(file, []byte("capacity: 11\nrole: supernode\nlog-level: warn\nannounce-interval: 3s\n"), 0o600)
+	t.Setenv("OVERLAYD_CAPACITY", "22")
+	t.Setenv("OVERLAYD_LOG_LEVEL", "error")
+	var got struct {
+		capacity    int
+		role, level string
+		interval    time.Duration
+	}
+	app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
+	for _, c := range app.Commands {
+		if c.Name == "run" {
+			c.Action = func(ctx *cli.Context) error {
+				cfg, err := configFrom(ctx)
+				if err != nil {
+					return err
+				}
+				got.capacity, got.role, got.level, got.interval = cfg.Capacity, string(cfg.Role), cfg.LogLevel, cfg.AnnounceInterval
+				return nil
+			}
+		}
+	}
+	if err := app.Run([]string{"overlayd", "run", "--config", file, "--capacity", "33"}); err != nil {
+		t.Fatal(err)
+	}
+	if got.capacity != 33 || got.level != "error" || got.role != "supernode" || got.interval != 3*time.Second {
+		t.Fatalf("got %+v; want capacity 33 (flag), level error (env), role supernode and interval 3s (file)", got)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/overlayd/overlayd/node/localapi"
+)
+
+var jsonFlag = &cli.BoolFlag{Name: "json", Usage: "print JSON"}
+
+// queryCommand is a read command: it asks the daemon of --data-dir for one
+// thing and prints it as text or, with --json, as JSON.
+func queryCommand[T any](name, usage string, get func(*localapi.Client, context.Context) (T, error), text func(io.Writer, T)) *cli.Command {
+	return &cli.Command{
+		Name:  name,
+		Usage: usage,
+		Flags: []cli.Flag{dataDirFlag(), jsonFlag},
+		Action: func(c *cli.Context) error {
+			if c.Args().Len() > 0 {
+				return usageError{fmt.Errorf("%s takes no arguments, got %q", name, c.Args().Slice())}
+			}
+			v, err := get(localapi.NewClient(c.String("data-dir")), c.Context)
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				return enc.Encode(v)
+			}
+			text(c.App.Writer, v)
+			return nil
+		},
+	}
+}
+
+func statusCommand() *cli.Command {
+	return queryCommand("status", "show the daemon's identity, role and health", (*localapi.Client).Status,
+		func(w io.Writer, s localapi.Status) {
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "peer ID\t%s\n", s.PeerID)
+			fmt.Fprintf(tw, "role\t%s (configured %s)\n", s.Role, s.ConfiguredRole)
+			if s.RoleReason != "" {
+				fmt.Fprintf(tw, "why\t%s\n", s.RoleReason)
+			}
+			fmt.Fprintf(tw, "capacity\t%d\n", s.Capacity)
+			fmt.Fprintf(tw, "uptime\t%s\n", (time.Duration(s.UptimeSeconds) * time.Second).String())
+			fmt.Fprintf(tw, "connected peers\t%d\n", s.ConnectedPeers)
+			fmt.Fprintf(tw, "directory\t%d supernodes\n", s.DirectorySize)
+			fmt.Fprintf(tw, "ring version\t%s\n", orDash(s.RingVersion))
+			fmt.Fprintf(tw, "version\t%s\n", s.Version)
+			for i, a := range s.Addrs {
+				label := ""
+				if i == 0 {
+					label = "addresses"
+				}
+				fmt.Fprintf(tw, "%s\t%s\n", label, a)
+			}
+			tw.Flush()
+		})
+}
+
+func peersCommand() *cli.Command {
+	return queryCommand("peers", "list connected peers", (*localapi.Client).Peers,
+		func(w io.Writer, ps []localapi.Peer) {
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "PEER\tDIRECTION\tSUPERNODE\tADDRESS")
+			for _, p := range ps {
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", p.ID, p.Direction, p.Supernode, strings.Join(p.Addrs, ","))
+			}
+			tw.Flush()
+			fmt.Fprintf(w, "%d peers\n", len(ps))
+		})
+}
+
+func supernodesCommand() *cli.Command {
+	return queryCommand("supernodes", "list the supernode directory as this node sees it", (*localapi.Client).Supernodes,
+		func(w io.Writer, ss []localapi.Supernode) {
+			writeSupernodes(w, ss)
+		})
+}
+
+func writeSupernodes(w io.Writer, ss []localapi.Supernode) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SUPERNODE\tROLE\tLOAD/CAP\tSPARE\tLAST SEEN\tADDRESS")
+	for _, s := range ss {
+		self := ""
+		if s.Self {
+			self = " (self)"
+		}
+		addr := ""
+		if len(s.Addrs) > 0 {
+			addr = s.Addrs[0]
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%d/%d\t%d\t%s\t%s\n", s.ID, self, s.Role, s.Load, s.Capacity,
+			int(s.Capacity)-int(s.Load), s.LastSeen.Format(time.TimeOnly), addr)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d supernodes\n", len(ss))
+}
+
+func ringCommand() *cli.Command {
+	return queryCommand("ring", "show the live cluster ring: members, weights, points, shares, balance", (*localapi.Client).Ring,
+		func(w io.Writer, r localapi.Ring) {
+			if r.Members == 0 {
+				fmt.Fprintln(w, "no ring: the directory has no supernode yet")
+				return
+			}
+			fmt.Fprintf(w, "version %s: %d members, %d points (%d per unit of weight), %d collisions, CV %.2f%%\n",
+				r.Version, r.Members, r.Points, r.PointsPerWeight, r.Collisions, 100*r.CV)
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "MEMBER\tWEIGHT\tPOINTS\tSHARE\tFAIR\tRATIO")
+			for _, m := range r.Shares {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f%%\t%.2f%%\t%.3f\n", m.ID, m.Weight, m.Points, 100*m.Share, 100*m.Fair, m.Ratio)
+			}
+			tw.Flush()
+		})
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/overlayd/overlayd/node"
+)
+
+func dataDirFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:    "data-dir",
+		Usage:   "directory of the identity key and the local API socket (created 0700)",
+		Value:   node.DefaultDataDir(),
+		EnvVars: []string{"OVERLAYD_DATA_DIR"},
+	}
+}
+
+func runCommand() *cli.Command {
+	d := node.DefaultConfig()
+	return &cli.Command{
+		Name:  "run",
+		Usage: "run the daemon",
+		Description: "Runs an overlayd node until SIGINT or SIGTERM, then shuts down gracefully (under 5 s).\n" +
+			"Every option can also be set by an environment variable (shown) or in the YAML file given\n" +
+			"by --config, whose keys are the option names (e.g. `announce-interval: 10s`, `listen: [...]`).\n" +
+			"Precedence: flag > environment > config file > default.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "config", Usage: "YAML config file", EnvVars: []string{"OVERLAYD_CONFIG"}},
+			dataDirFlag(),
+			&cli.StringSliceFlag{Name: "listen", Usage: "multiaddr to listen on (repeatable)", Value: cli.NewStringSlice(d.Listen...), EnvVars: []string{"OVERLAYD_LISTEN"}},
+			&cli.StringSliceFlag{Name: "announce-addr", Usage: "multiaddr to announce instead of the listen addresses (repeatable; for NAT or containers)", EnvVars: []string{"OVERLAYD_ANNOUNCE_ADDR"}},
+			&cli.StringSliceFlag{Name: "bootstrap", Usage: "peer to join through, as /ip4/.../tcp/.../p2p/<peer-id> (repeatable)", EnvVars: []string{"OVERLAYD_BOOTSTRAP"}},
+			&cli.StringFlag{Name: "role", Usage: "ordinary, supernode or auto (auto acts as ordinary until automatic promotion exists)", Value: string(d.Role), EnvVars: []string{"OVERLAYD_ROLE"}},
+			&cli.IntFlag{Name: "capacity", Usage: "ordinary nodes this node serves as a supernode", Value: d.Capacity, EnvVars: []string{"OVERLAYD_CAPACITY"}},
+			&cli.DurationFlag{Name: "announce-interval", Usage: "how often a supernode announces itself; entries expire after 3 missed intervals", Value: d.AnnounceInterval, EnvVars: []string{"OVERLAYD_ANNOUNCE_INTERVAL"}},
+			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: d.LogLevel, EnvVars: []string{"OVERLAYD_LOG_LEVEL"}},
+			&cli.StringFlag{Name: "log-format", Usage: "text or json", Value: d.LogFormat, EnvVars: []string{"OVERLAYD_LOG_FORMAT"}},
+			&cli.StringFlag{Name: "metrics-listen", Usage: "host:port for Prometheus /metrics (off when empty; loopback only unless --metrics-public)", EnvVars: []string{"OVERLAYD_METRICS_LISTEN"}},
+			&cli.BoolFlag{Name: "metrics-public", Usage: "allow --metrics-listen on a non-loopback address", EnvVars: []string{"OVERLAYD_METRICS_PUBLIC"}},
+			&cli.StringFlag{Name: "api-listen", Usage: "local API: empty for the unix socket in the data dir, a loopback host:port for TCP with a token, or off", EnvVars: []string{"OVERLAYD_API_LISTEN"}},
+		},
+		Action: func(c *cli.Context) error {
+			if c.Args().Len() > 0 {
+				return usageError{fmt.Errorf("run takes no arguments, got %q", c.Args().Slice())}
+			}
+			cfg, err := configFrom(c)
+			if err != nil {
+				return err
+			}
+			n, err := node.New(cfg, node.WithLogger(node.NewLogger(cfg, c.App.ErrWriter)))
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return n.Run(ctx)
+		},
+	}
+}
+
+// configFrom builds the Config: defaults, then the file, then every option
+// given by flag or environment.
+func configFrom(c *cli.Context) (node.Config, error) {
+	cfg := node.DefaultConfig()
+	if path := c.String("config"); path != "" {
+		if err := node.LoadConfigFile(path, &cfg); err != nil {
+			return cfg, err
+		}
+	}
+	set := func(name string, apply func()) {
+		if c.IsSet(name) {
+			apply()
+		}
+	}
+	set("data-dir", func() { cfg.DataDir = c.String("data-dir") })
+	set("listen", func() { cfg.Listen = c.StringSlice("listen") })
+	set("announce-addr", func() { cfg.AnnounceAddrs = c.StringSlice("announce-addr") })
+	set("bootstrap", func() { cfg.Bootstrap = c.StringSlice("bootstrap") })
+	set("role", func() { cfg.Role = node.Role(c.String("role")) })
+	set("capacity", func() { cfg.Capacity = c.Int("capacity") })
+	set("announce-interval", func() { cfg.AnnounceInterval = c.Duration("announce-interval") })
+	set("log-level", func() { cfg.LogLevel = c.String("log-level") })
+	set("log-format", func() { cfg.LogFormat = c.String("log-format") })
+	set("metrics-listen", func() { cfg.MetricsListen = c.String("metrics-listen") })
+	set("metrics-public", func() { cfg.MetricsPublic = c.Bool("metrics-public") })
+	set("api-listen", func() { cfg.APIListen = c.String("api-listen") })
+	return cfg, cfg.Validate()
+}
