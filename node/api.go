@@ -6,8 +6,10 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node/localapi"
 )
@@ -56,12 +58,34 @@ func (n *Node) Status() localapi.Status {
 	if r := n.rings.Load(); r != nil {
 		s.RingVersion = r.Version()
 	}
+	if n.attacher != nil {
+		a, ok := n.attacher.Attachment()
+		s.Failovers = a.Failovers
+		if ok {
+			s.Attachment = &localapi.Attachment{Supernode: a.Supernode.String(), Since: a.Since, Home: a.Home}
+		}
+	}
+	if n.sems != nil {
+		for _, sem := range n.sems.All() {
+			st := sem.Stats()
+			s.Semaphores = append(s.Semaphores, localapi.Semaphore{Name: st.Name, InUse: st.InUse, Max: st.Max, Acquired: st.Acquired, Refused: st.Refused})
+		}
+	}
+	if n.admission != nil {
+		s.AttachedClients = n.admission.Load()
+	}
 	return s
 }
 
 // Peers lists the connected peers, sorted by ID.
 func (n *Node) Peers() []localapi.Peer {
 	snap := n.dir.Snapshot()
+	attached := map[peer.ID]time.Time{}
+	if n.admission != nil {
+		for _, si := range n.admission.Sessions() {
+			attached[si.Peer] = si.Since
+		}
+	}
 	out := []localapi.Peer{}
 	for _, id := range n.host.Network().Peers() {
 		p := localapi.Peer{ID: id.String()}
@@ -74,6 +98,9 @@ func (n *Node) Peers() []localapi.Peer {
 			}
 		}
 		_, p.Supernode = snap.Get(id)
+		if since, ok := attached[id]; ok {
+			p.Attached, p.AttachedSince = true, &since
+		}
 		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b localapi.Peer) int { return strings.Compare(a.ID, b.ID) })

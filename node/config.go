@@ -52,6 +52,28 @@ type Config struct {
 	Capacity int `yaml:"capacity"`
 	// AnnounceInterval is the directory announce period of a supernode.
 	AnnounceInterval time.Duration `yaml:"announce-interval"`
+	// Keepalive is the session keepalive interval a supernode gives its
+	// clients; a session silent for 3 intervals is dead on both sides.
+	Keepalive time.Duration `yaml:"keepalive"`
+	// BusyRetryAfter is the retry-after hint a full supernode sends.
+	BusyRetryAfter time.Duration `yaml:"busy-retry-after"`
+	// ConnHeadroom is how many connections a supernode accepts beyond its
+	// capacity: peers being refused, other supernodes, transient dials.
+	// Past capacity + headroom the resource manager refuses connections
+	// outright; size it by memory (about 0.2 MiB per idle connection).
+	ConnHeadroom int `yaml:"conn-headroom"`
+	// ConnsPerIP is how many connections one IPv4 address (or IPv6 /56)
+	// may hold, and sets its new-connection rate (ConnsPerIP/40 per second,
+	// burst 2×ConnsPerIP). Raise it when many peers share one NAT address.
+	// Loopback is never limited.
+	ConnsPerIP int `yaml:"conns-per-ip"`
+	// RetryBase and RetryMax bound the client's jittered exponential
+	// backoff between failed attach passes.
+	RetryBase time.Duration `yaml:"retry-base"`
+	RetryMax  time.Duration `yaml:"retry-max"`
+	// ReturnInterval is the mean time between a failed-over client's
+	// attempts to move back to its home cluster (jittered ±50%).
+	ReturnInterval time.Duration `yaml:"return-interval"`
 	// LogLevel is debug, info, warn or error; LogFormat text or json.
 	LogLevel  string `yaml:"log-level"`
 	LogFormat string `yaml:"log-format"`
@@ -95,6 +117,13 @@ func DefaultConfig() Config {
 		Role:             RoleOrdinary,
 		Capacity:         DefaultCapacity,
 		AnnounceInterval: DefaultAnnounceInterval,
+		Keepalive:        5 * time.Second,
+		BusyRetryAfter:   2 * time.Second,
+		ConnHeadroom:     1024,
+		ConnsPerIP:       8,
+		RetryBase:        time.Second,
+		RetryMax:         time.Minute,
+		ReturnInterval:   30 * time.Second,
 		LogLevel:         "info",
 		LogFormat:        "text",
 	}
@@ -151,6 +180,27 @@ func (c *Config) Validate() error {
 	}
 	if c.AnnounceInterval < protocol.MinAnnounceInterval || c.AnnounceInterval > protocol.MaxAnnounceInterval {
 		return cfgErr("--announce-interval", c.AnnounceInterval.String(), "must be within [%v, %v]", protocol.MinAnnounceInterval, protocol.MaxAnnounceInterval)
+	}
+	for _, d := range []struct {
+		name   string
+		v      time.Duration
+		lo, hi time.Duration
+	}{
+		{"--keepalive", c.Keepalive, 10 * time.Millisecond, 10 * time.Minute},
+		{"--busy-retry-after", c.BusyRetryAfter, 0, 10 * time.Minute},
+		{"--retry-base", c.RetryBase, time.Millisecond, time.Hour},
+		{"--retry-max", c.RetryMax, c.RetryBase, time.Hour},
+		{"--return-interval", c.ReturnInterval, 10 * time.Millisecond, 24 * time.Hour},
+	} {
+		if d.v < d.lo || d.v > d.hi {
+			return cfgErr(d.name, d.v.String(), "must be within [%v, %v]", d.lo, d.hi)
+		}
+	}
+	if c.ConnHeadroom < 16 || c.ConnHeadroom > 1_000_000 {
+		return cfgErr("--conn-headroom", fmt.Sprint(c.ConnHeadroom), "must be within [16, 1000000]")
+	}
+	if c.ConnsPerIP < 1 || c.ConnsPerIP > 1_000_000 {
+		return cfgErr("--conns-per-ip", fmt.Sprint(c.ConnsPerIP), "must be within [1, 1000000]")
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return cfgErr("--log-level", c.LogLevel, "must be one of debug, info, warn, error")

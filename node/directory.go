@@ -142,7 +142,12 @@ func (n *Node) publishAnnouncement(ctx context.Context, departing bool) error {
 }
 
 // load is the number of attached clients reported in announcements.
-func (n *Node) load() int { return 0 }
+func (n *Node) load() int {
+	if n.admission == nil {
+		return 0
+	}
+	return n.admission.Load()
+}
 
 // announceLoop publishes this supernode's announcement now and every
 // interval after, with up to 10% jitter so supernodes started together do

@@ -2,26 +2,31 @@ package node
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	xrate "github.com/libp2p/go-libp2p/x/rate"
+
+	overlayproto "github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/supernode"
 )
 
-// connBudget is how many connections a node expects to hold: its clients
-// when it serves as a supernode, plus headroom for other supernodes, its own
-// cluster and transient dials.
+// connBudget is how many connections a node may hold: a supernode its
+// clients plus the headroom (peers being refused, other supernodes,
+// transient dials); an ordinary node only the headroom.
 func connBudget(c Config) int {
-	const headroom = 256
 	if c.Role == RoleOrdinary {
-		return headroom
+		return c.ConnHeadroom
 	}
-	return 2*c.Capacity + headroom
+	return c.Capacity + c.ConnHeadroom
 }
 
 // newHost builds the libp2p host: TCP and QUIC on the configured addresses
@@ -36,20 +41,54 @@ func newHost(c Config, key crypto.PrivKey) (host.Host, error) {
 	budget := connBudget(c)
 	scaled := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&scaled)
+	attachStreams := rcmgr.LimitVal(budget)
+	svc := rcmgr.ResourceLimits{
+		StreamsInbound:  attachStreams,
+		StreamsOutbound: attachStreams,
+		Streams:         2 * attachStreams,
+	}
 	limits := rcmgr.PartialLimitConfig{
 		System: rcmgr.ResourceLimits{
-			Conns:         rcmgr.LimitVal(budget),
-			ConnsInbound:  rcmgr.LimitVal(budget),
-			ConnsOutbound: rcmgr.LimitVal(budget),
-			Streams:       rcmgr.LimitVal(16 * budget),
-			FD:            rcmgr.LimitVal(budget + 64),
+			Conns:           rcmgr.LimitVal(budget),
+			ConnsInbound:    rcmgr.LimitVal(budget),
+			ConnsOutbound:   rcmgr.LimitVal(budget),
+			Streams:         rcmgr.LimitVal(16 * budget),
+			StreamsInbound:  rcmgr.LimitVal(8 * budget),
+			StreamsOutbound: rcmgr.LimitVal(8 * budget),
+			FD:              rcmgr.LimitVal(budget + 64),
 		},
+		// Connections and streams in their handshake are transient; a
+		// surge of refused clients lives here briefly.
 		Transient: rcmgr.ResourceLimits{
-			Conns:        rcmgr.LimitVal(budget / 2),
-			ConnsInbound: rcmgr.LimitVal(budget / 2),
+			Conns:          rcmgr.LimitVal(budget),
+			ConnsInbound:   rcmgr.LimitVal(budget),
+			Streams:        rcmgr.LimitVal(budget),
+			StreamsInbound: rcmgr.LimitVal(budget),
 		},
+		Service:     map[string]rcmgr.ResourceLimits{supernode.AttachService: svc},
+		ServicePeer: map[string]rcmgr.ResourceLimits{supernode.AttachService: {StreamsInbound: 4, StreamsOutbound: 4, Streams: 8}},
+		Protocol:    map[protocol.ID]rcmgr.ResourceLimits{overlayproto.AttachID: svc},
 	}.Build(scaled.AutoScale())
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits))
+	// Per-IP limits: libp2p allows 8 connections and 0.2 new connections/s
+	// per IPv4 address by default (loopback is exempt). Many peers behind
+	// one NAT address need more: --conns-per-ip.
+	perIP := []rcmgr.ConnLimitPerSubnet{{PrefixLength: 32, ConnCount: c.ConnsPerIP}}
+	perIP6 := []rcmgr.ConnLimitPerSubnet{{PrefixLength: 56, ConnCount: c.ConnsPerIP}, {PrefixLength: 48, ConnCount: 8 * c.ConnsPerIP}}
+	rate := &xrate.Limiter{
+		NetworkPrefixLimits: []xrate.PrefixLimit{
+			{Prefix: netip.MustParsePrefix("127.0.0.0/8"), Limit: xrate.Limit{}},
+			{Prefix: netip.MustParsePrefix("::1/128"), Limit: xrate.Limit{}},
+		},
+		SubnetRateLimiter: xrate.SubnetLimiter{
+			IPv4SubnetLimits: []xrate.SubnetLimit{{PrefixLength: 32, Limit: xrate.Limit{RPS: float64(c.ConnsPerIP) / 40, Burst: 2 * c.ConnsPerIP}}},
+			IPv6SubnetLimits: []xrate.SubnetLimit{{PrefixLength: 56, Limit: xrate.Limit{RPS: float64(c.ConnsPerIP) / 40, Burst: 2 * c.ConnsPerIP}}},
+			GracePeriod:      time.Minute,
+		},
+	}
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits),
+		rcmgr.WithLimitPerSubnet(perIP, perIP6),
+		rcmgr.WithConnRateLimiters(rate),
+		rcmgr.WithMetricsDisabled())
 	if err != nil {
 		return nil, fmt.Errorf("resource manager: %w", err)
 	}

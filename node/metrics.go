@@ -10,6 +10,15 @@ import (
 type metrics struct {
 	accepted prometheus.Counter
 	rejected *prometheus.CounterVec
+
+	// Client side of the attach protocol.
+	attempts       *prometheus.CounterVec
+	failovers      prometheus.Counter
+	returns        prometheus.Counter
+	deadSupernodes prometheus.Counter
+	attached       prometheus.Gauge
+	keepaliveRTT   prometheus.Histogram
+	attachWaits    prometheus.Histogram
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
@@ -23,11 +32,40 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			Help: "Supernode announcements refused, by reason.",
 		}, []string{"reason"}),
 	}
+	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "overlayd_client_attach_attempts_total",
+		Help: "Attach attempts by outcome: accept, busy, redirect, error.",
+	}, []string{"result"})
+	for _, r := range []string{"accept", "busy", "redirect", "error"} {
+		m.attempts.WithLabelValues(r)
+	}
+	m.failovers = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "overlayd_client_failovers_total", Help: "Sessions lost or detached that led to a reattachment.",
+	})
+	m.returns = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "overlayd_client_returns_total", Help: "Moves back to the home cluster after a failover.",
+	})
+	m.deadSupernodes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "overlayd_client_dead_supernodes_total", Help: "Sessions ended because the supernode stopped answering keepalives.",
+	})
+	m.attached = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "overlayd_client_attached", Help: "1 while this node is attached to a supernode.",
+	})
+	m.keepaliveRTT = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "overlayd_client_keepalive_rtt_seconds",
+		Help:    "Time from a keepalive ping to its pong.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+	})
+	m.attachWaits = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "overlayd_client_retry_wait_seconds",
+		Help:    "Backoff waits between failed attach passes.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+	})
 	for _, r := range protocol.Reasons {
 		m.rejected.WithLabelValues(string(r))
 	}
 	cs := []prometheus.Collector{
-		m.accepted, m.rejected,
+		m.accepted, m.rejected, m.attempts, m.failovers, m.returns, m.deadSupernodes, m.attached, m.keepaliveRTT, m.attachWaits,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "overlayd_directory_entries",
 			Help: "Live supernodes in this node's directory.",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
@@ -19,10 +20,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/overlay/backoff"
 	"github.com/overlayd/overlayd/overlay/directory"
 	"github.com/overlayd/overlayd/overlay/ring"
-	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
+	"github.com/overlayd/overlayd/supernode/capacity"
 )
 
 // Node is one overlayd daemon.
@@ -33,6 +35,10 @@ type Node struct {
 	key     crypto.PrivKey
 	now     func() time.Time
 	debounc time.Duration
+	// retryFactory, when set, replaces the client's backoff (tests and
+	// benchmarks compare against a naive policy).
+	retryFactory func(*rand.Rand) backoff.Strategy
+	seedFn       func() uint64
 
 	dir   *directory.Directory
 	rings ring.Published
@@ -43,6 +49,9 @@ type Node struct {
 	topic     *pubsub.Topic
 	sub       *pubsub.Subscription
 	announcer *supernode.Announcer
+	sems      *capacity.Set
+	admission *supernode.Admission
+	attacher  *attacher
 	bootstrap []peer.AddrInfo
 	m         *metrics
 	apiSrv    *http.Server
@@ -113,6 +122,34 @@ func WithRingDebounce(d time.Duration) Option {
 	}
 }
 
+// WithRetryStrategy replaces the client's attach retry policy; f gets the
+// client's random source. For comparing policies in tests and benchmarks.
+func WithRetryStrategy(f func(*rand.Rand) backoff.Strategy) Option {
+	return func(n *Node) error {
+		n.retryFactory = f
+		return nil
+	}
+}
+
+// WithSeed makes the node's random choices (jitter, candidate order)
+// reproducible: the testnet derives each node's seed from its own.
+func WithSeed(seed uint64) Option {
+	return func(n *Node) error {
+		src := rand.New(rand.NewPCG(seed, seed^0x5851f42d4c957f2d))
+		var mu sync.Mutex
+		n.seedFn = func() uint64 { mu.Lock(); defer mu.Unlock(); return src.Uint64() }
+		return nil
+	}
+}
+
+// seed returns a seed for one of the node's random sources.
+func (n *Node) seed() uint64 {
+	if n.seedFn != nil {
+		return n.seedFn()
+	}
+	return rand.Uint64()
+}
+
 // New checks cfg and returns a Node. It does no I/O and starts nothing.
 func New(cfg Config, opts ...Option) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
@@ -180,10 +217,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if n.cfg.Role == RoleSupernode {
-		n.announcer, err = supernode.NewAnnouncer(n.host.ID(), protocol.RoleSupernode, n.cfg.Capacity, n.cfg.AnnounceInterval)
-		if err != nil {
+		if err := n.startSupernode(); err != nil {
 			return err
 		}
+	} else if n.attacher, err = newAttacher(n); err != nil {
+		return err
 	}
 	if n.cfg.APIListen != APIOff {
 		if err := n.startAPI(ctx); err != nil {
@@ -202,6 +240,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.announcer != nil {
 		n.goLoop(func() { n.announceLoop(runCtx) })
 		n.goLoop(func() { n.meshLoop(runCtx) })
+	}
+	if n.attacher != nil {
+		n.goLoop(func() { n.attacher.run(runCtx) })
 	}
 	n.log.Info("started", "id", n.host.ID(), "role", n.cfg.Role, "addrs", n.host.Addrs())
 	return nil
@@ -239,6 +280,13 @@ func (n *Node) Close() error {
 	if n.announcer != nil && n.topic != nil && !n.abrupt.Load() {
 		n.announceDeparture(ctx)
 	}
+	if n.admission != nil {
+		if n.abrupt.Load() {
+			n.admission.SetOpen(false)
+		} else {
+			n.admission.Close()
+		}
+	}
 	var errs []error
 	if n.apiSrv != nil {
 		errs = append(errs, n.apiSrv.Shutdown(ctx))
@@ -255,6 +303,9 @@ func (n *Node) Close() error {
 	// run context.
 	if n.host != nil {
 		errs = append(errs, n.host.Close())
+	}
+	if n.admission != nil {
+		n.admission.Close()
 	}
 	n.log.Info("stopped")
 	return errors.Join(errs...)

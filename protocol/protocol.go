@@ -21,3 +21,18 @@ const (
 	// announcement.
 	MissedAnnouncements = 3
 )
+
+// AttachID is the stream protocol an ordinary node attaches to a supernode
+// with: AttachRequest, then AttachResponse, then (on ACCEPT) SessionFrames
+// both ways until either side closes. See the package documentation.
+const AttachID = "/overlayd/attach/1.0.0"
+
+// Attach protocol timing.
+const (
+	// MissedKeepalives is how many keepalive intervals of silence end a
+	// session, on either side.
+	MissedKeepalives = 3
+	// MaxAlternatives is the most alternatives a BUSY, REDIRECT or Detach
+	// carries.
+	MaxAlternatives = 4
+)

@@ -57,6 +57,23 @@ func statusCommand() *cli.Command {
 			fmt.Fprintf(tw, "directory\t%d supernodes\n", s.DirectorySize)
 			fmt.Fprintf(tw, "ring version\t%s\n", orDash(s.RingVersion))
 			fmt.Fprintf(tw, "version\t%s\n", s.Version)
+			if s.Role == "ordinary" {
+				if a := s.Attachment; a != nil {
+					where := "away from home cluster"
+					if a.Home {
+						where = "home cluster"
+					}
+					fmt.Fprintf(tw, "attached to\t%s (%s) since %s, %d failovers\n", a.Supernode, where, a.Since.Format(time.TimeOnly), s.Failovers)
+				} else {
+					fmt.Fprintf(tw, "attached to\t- (not attached; %d failovers)\n", s.Failovers)
+				}
+			}
+			if len(s.Semaphores) > 0 {
+				fmt.Fprintf(tw, "attached clients\t%d\n", s.AttachedClients)
+				for _, m := range s.Semaphores {
+					fmt.Fprintf(tw, "semaphore %s\t%d/%d in use, %d acquired, %d refused\n", m.Name, m.InUse, m.Max, m.Acquired, m.Refused)
+				}
+			}
 			for i, a := range s.Addrs {
 				label := ""
 				if i == 0 {
@@ -72,12 +89,21 @@ func peersCommand() *cli.Command {
 	return queryCommand("peers", "list connected peers", (*localapi.Client).Peers,
 		func(w io.Writer, ps []localapi.Peer) {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "PEER\tDIRECTION\tSUPERNODE\tADDRESS")
+			fmt.Fprintln(tw, "PEER\tDIRECTION\tKIND\tADDRESS")
+			attached := 0
 			for _, p := range ps {
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%s\n", p.ID, p.Direction, p.Supernode, strings.Join(p.Addrs, ","))
+				kind := "peer"
+				switch {
+				case p.Attached:
+					kind = "attached client since " + p.AttachedSince.Format(time.TimeOnly)
+					attached++
+				case p.Supernode:
+					kind = "supernode"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", p.ID, p.Direction, kind, strings.Join(p.Addrs, ","))
 			}
 			tw.Flush()
-			fmt.Fprintf(w, "%d peers\n", len(ps))
+			fmt.Fprintf(w, "%d peers, %d attached clients\n", len(ps), attached)
 		})
 }
 

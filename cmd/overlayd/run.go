@@ -39,6 +39,13 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "role", Usage: "ordinary, supernode or auto (auto acts as ordinary until automatic promotion exists)", Value: string(d.Role), EnvVars: []string{"OVERLAYD_ROLE"}},
 			&cli.IntFlag{Name: "capacity", Usage: "ordinary nodes this node serves as a supernode", Value: d.Capacity, EnvVars: []string{"OVERLAYD_CAPACITY"}},
 			&cli.DurationFlag{Name: "announce-interval", Usage: "how often a supernode announces itself; entries expire after 3 missed intervals", Value: d.AnnounceInterval, EnvVars: []string{"OVERLAYD_ANNOUNCE_INTERVAL"}},
+			&cli.DurationFlag{Name: "keepalive", Usage: "session keepalive a supernode gives its clients; 3 silent intervals end a session", Value: d.Keepalive, EnvVars: []string{"OVERLAYD_KEEPALIVE"}},
+			&cli.DurationFlag{Name: "busy-retry-after", Usage: "retry-after hint a full supernode sends with BUSY", Value: d.BusyRetryAfter, EnvVars: []string{"OVERLAYD_BUSY_RETRY_AFTER"}},
+			&cli.IntFlag{Name: "conn-headroom", Usage: "connections a supernode accepts beyond its capacity (refused peers, other supernodes); about 0.2 MiB each", Value: d.ConnHeadroom, EnvVars: []string{"OVERLAYD_CONN_HEADROOM"}},
+			&cli.IntFlag{Name: "conns-per-ip", Usage: "connections one IPv4 address (IPv6 /56) may hold; raise when many peers share a NAT address", Value: d.ConnsPerIP, EnvVars: []string{"OVERLAYD_CONNS_PER_IP"}},
+			&cli.DurationFlag{Name: "retry-base", Usage: "first backoff ceiling after a failed attach pass (doubles per failure, full jitter)", Value: d.RetryBase, EnvVars: []string{"OVERLAYD_RETRY_BASE"}},
+			&cli.DurationFlag{Name: "retry-max", Usage: "largest backoff ceiling", Value: d.RetryMax, EnvVars: []string{"OVERLAYD_RETRY_MAX"}},
+			&cli.DurationFlag{Name: "return-interval", Usage: "mean time between a failed-over client's attempts to move back home (jittered)", Value: d.ReturnInterval, EnvVars: []string{"OVERLAYD_RETURN_INTERVAL"}},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: d.LogLevel, EnvVars: []string{"OVERLAYD_LOG_LEVEL"}},
 			&cli.StringFlag{Name: "log-format", Usage: "text or json", Value: d.LogFormat, EnvVars: []string{"OVERLAYD_LOG_FORMAT"}},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "host:port for Prometheus /metrics (off when empty; loopback only unless --metrics-public)", EnvVars: []string{"OVERLAYD_METRICS_LISTEN"}},
@@ -85,6 +92,13 @@ func configFrom(c *cli.Context) (node.Config, error) {
 	set("role", func() { cfg.Role = node.Role(c.String("role")) })
 	set("capacity", func() { cfg.Capacity = c.Int("capacity") })
 	set("announce-interval", func() { cfg.AnnounceInterval = c.Duration("announce-interval") })
+	set("keepalive", func() { cfg.Keepalive = c.Duration("keepalive") })
+	set("busy-retry-after", func() { cfg.BusyRetryAfter = c.Duration("busy-retry-after") })
+	set("conn-headroom", func() { cfg.ConnHeadroom = c.Int("conn-headroom") })
+	set("conns-per-ip", func() { cfg.ConnsPerIP = c.Int("conns-per-ip") })
+	set("retry-base", func() { cfg.RetryBase = c.Duration("retry-base") })
+	set("retry-max", func() { cfg.RetryMax = c.Duration("retry-max") })
+	set("return-interval", func() { cfg.ReturnInterval = c.Duration("return-interval") })
 	set("log-level", func() { cfg.LogLevel = c.String("log-level") })
 	set("log-format", func() { cfg.LogFormat = c.String("log-format") })
 	set("metrics-listen", func() { cfg.MetricsListen = c.String("metrics-listen") })

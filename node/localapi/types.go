@@ -22,6 +22,29 @@ type Status struct {
 	DirectorySize  int       `json:"directory_size"`
 	RingVersion    string    `json:"ring_version,omitempty"`
 	Version        string    `json:"version"`
+	// Attachment is an ordinary node's session (nil when detached or a
+	// supernode); Semaphores a supernode's capacity semaphores.
+	Attachment *Attachment `json:"attachment,omitempty"`
+	Failovers  int         `json:"failovers"`
+	Semaphores []Semaphore `json:"semaphores,omitempty"`
+	// AttachedClients is a supernode's number of attached clients.
+	AttachedClients int `json:"attached_clients"`
+}
+
+// Attachment is an ordinary node's current session.
+type Attachment struct {
+	Supernode string    `json:"supernode"`
+	Since     time.Time `json:"since"`
+	Home      bool      `json:"home"`
+}
+
+// Semaphore is one capacity semaphore's state.
+type Semaphore struct {
+	Name     string `json:"name"`
+	InUse    int    `json:"in_use"`
+	Max      int    `json:"max"`
+	Acquired uint64 `json:"acquired"`
+	Refused  uint64 `json:"refused"`
 }
 
 // Peer is one connected peer.
@@ -30,6 +53,10 @@ type Peer struct {
 	Addrs     []string `json:"addrs"`
 	Direction string   `json:"direction"`
 	Supernode bool     `json:"supernode"`
+	// Attached is set on a supernode for its attached clients, with the
+	// time the session began.
+	Attached      bool       `json:"attached"`
+	AttachedSince *time.Time `json:"attached_since,omitempty"`
 }
 
 // Supernode is one directory entry as this node sees it.

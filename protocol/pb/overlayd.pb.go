@@ -79,6 +79,116 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 	return file_pb_overlayd_proto_rawDescGZIP(), []int{0}
 }
 
+// Why the client attaches: to start, after losing its supernode, or to
+// move back to its home cluster. Informational (metrics).
+type AttachRequest_Reason int32
+
+const (
+	AttachRequest_REASON_UNSPECIFIED AttachRequest_Reason = 0
+	AttachRequest_REASON_INITIAL     AttachRequest_Reason = 1
+	AttachRequest_REASON_FAILOVER    AttachRequest_Reason = 2
+	AttachRequest_REASON_RETURN      AttachRequest_Reason = 3
+)
+
+// Enum value maps for AttachRequest_Reason.
+var (
+	AttachRequest_Reason_name = map[int32]string{
+		0: "REASON_UNSPECIFIED",
+		1: "REASON_INITIAL",
+		2: "REASON_FAILOVER",
+		3: "REASON_RETURN",
+	}
+	AttachRequest_Reason_value = map[string]int32{
+		"REASON_UNSPECIFIED": 0,
+		"REASON_INITIAL":     1,
+		"REASON_FAILOVER":    2,
+		"REASON_RETURN":      3,
+	}
+)
+
+func (x AttachRequest_Reason) Enum() *AttachRequest_Reason {
+	p := new(AttachRequest_Reason)
+	*p = x
+	return p
+}
+
+func (x AttachRequest_Reason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AttachRequest_Reason) Descriptor() protoreflect.EnumDescriptor {
+	return file_pb_overlayd_proto_enumTypes[1].Descriptor()
+}
+
+func (AttachRequest_Reason) Type() protoreflect.EnumType {
+	return &file_pb_overlayd_proto_enumTypes[1]
+}
+
+func (x AttachRequest_Reason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AttachRequest_Reason.Descriptor instead.
+func (AttachRequest_Reason) EnumDescriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{2, 0}
+}
+
+type AttachResponse_Status int32
+
+const (
+	AttachResponse_STATUS_UNSPECIFIED AttachResponse_Status = 0
+	// The session is open: the stream stays up and carries SessionFrames.
+	AttachResponse_STATUS_ACCEPT AttachResponse_Status = 1
+	// Full: retry after retry_after_ms, or try an alternative.
+	AttachResponse_STATUS_BUSY AttachResponse_Status = 2
+	// This peer does not take attachments now (not a supernode, or
+	// draining): try an alternative.
+	AttachResponse_STATUS_REDIRECT AttachResponse_Status = 3
+)
+
+// Enum value maps for AttachResponse_Status.
+var (
+	AttachResponse_Status_name = map[int32]string{
+		0: "STATUS_UNSPECIFIED",
+		1: "STATUS_ACCEPT",
+		2: "STATUS_BUSY",
+		3: "STATUS_REDIRECT",
+	}
+	AttachResponse_Status_value = map[string]int32{
+		"STATUS_UNSPECIFIED": 0,
+		"STATUS_ACCEPT":      1,
+		"STATUS_BUSY":        2,
+		"STATUS_REDIRECT":    3,
+	}
+)
+
+func (x AttachResponse_Status) Enum() *AttachResponse_Status {
+	p := new(AttachResponse_Status)
+	*p = x
+	return p
+}
+
+func (x AttachResponse_Status) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AttachResponse_Status) Descriptor() protoreflect.EnumDescriptor {
+	return file_pb_overlayd_proto_enumTypes[2].Descriptor()
+}
+
+func (AttachResponse_Status) Type() protoreflect.EnumType {
+	return &file_pb_overlayd_proto_enumTypes[2]
+}
+
+func (x AttachResponse_Status) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AttachResponse_Status.Descriptor instead.
+func (AttachResponse_Status) EnumDescriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{3, 0}
+}
+
 // Announcement is published by every supernode on the directory topic
 // (protocol.DirectoryTopic) every announce interval, and once with
 // departing = true when it stops serving.
@@ -201,6 +311,453 @@ func (x *Announcement) GetDeparting() bool {
 	return false
 }
 
+// PeerAddrs names a peer and where to reach it.
+type PeerAddrs struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	PeerId []byte                 `protobuf:"bytes,1,opt,name=peer_id,json=peerId,proto3" json:"peer_id,omitempty"`
+	// Binary multiaddrs without /p2p/.
+	Addrs         [][]byte `protobuf:"bytes,2,rep,name=addrs,proto3" json:"addrs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PeerAddrs) Reset() {
+	*x = PeerAddrs{}
+	mi := &file_pb_overlayd_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PeerAddrs) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PeerAddrs) ProtoMessage() {}
+
+func (x *PeerAddrs) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PeerAddrs.ProtoReflect.Descriptor instead.
+func (*PeerAddrs) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PeerAddrs) GetPeerId() []byte {
+	if x != nil {
+		return x.PeerId
+	}
+	return nil
+}
+
+func (x *PeerAddrs) GetAddrs() [][]byte {
+	if x != nil {
+		return x.Addrs
+	}
+	return nil
+}
+
+// AttachRequest is the first frame an ordinary node sends on a new
+// protocol.AttachID stream.
+type AttachRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	ProtocolVersion uint32                 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
+	Reason          AttachRequest_Reason   `protobuf:"varint,2,opt,name=reason,proto3,enum=overlayd.v1.AttachRequest_Reason" json:"reason,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *AttachRequest) Reset() {
+	*x = AttachRequest{}
+	mi := &file_pb_overlayd_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachRequest) ProtoMessage() {}
+
+func (x *AttachRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
+func (*AttachRequest) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AttachRequest) GetProtocolVersion() uint32 {
+	if x != nil {
+		return x.ProtocolVersion
+	}
+	return 0
+}
+
+func (x *AttachRequest) GetReason() AttachRequest_Reason {
+	if x != nil {
+		return x.Reason
+	}
+	return AttachRequest_REASON_UNSPECIFIED
+}
+
+// AttachResponse is the supernode's one answer to an AttachRequest.
+type AttachResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status AttachResponse_Status  `protobuf:"varint,1,opt,name=status,proto3,enum=overlayd.v1.AttachResponse_Status" json:"status,omitempty"`
+	// ACCEPT: the client sends a Ping every keepalive_ms; either side treats
+	// protocol.MissedKeepalives intervals of silence as a dead session.
+	KeepaliveMs uint32 `protobuf:"varint,2,opt,name=keepalive_ms,json=keepaliveMs,proto3" json:"keepalive_ms,omitempty"`
+	// BUSY: do not ask this supernode again before this many milliseconds.
+	RetryAfterMs uint32 `protobuf:"varint,3,opt,name=retry_after_ms,json=retryAfterMs,proto3" json:"retry_after_ms,omitempty"`
+	// BUSY and REDIRECT: a few supernodes that announced spare capacity.
+	Alternatives []*PeerAddrs `protobuf:"bytes,4,rep,name=alternatives,proto3" json:"alternatives,omitempty"`
+	// A human-readable reason for logs.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AttachResponse) Reset() {
+	*x = AttachResponse{}
+	mi := &file_pb_overlayd_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AttachResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AttachResponse) ProtoMessage() {}
+
+func (x *AttachResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
+func (*AttachResponse) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *AttachResponse) GetStatus() AttachResponse_Status {
+	if x != nil {
+		return x.Status
+	}
+	return AttachResponse_STATUS_UNSPECIFIED
+}
+
+func (x *AttachResponse) GetKeepaliveMs() uint32 {
+	if x != nil {
+		return x.KeepaliveMs
+	}
+	return 0
+}
+
+func (x *AttachResponse) GetRetryAfterMs() uint32 {
+	if x != nil {
+		return x.RetryAfterMs
+	}
+	return 0
+}
+
+func (x *AttachResponse) GetAlternatives() []*PeerAddrs {
+	if x != nil {
+		return x.Alternatives
+	}
+	return nil
+}
+
+func (x *AttachResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// SessionFrame is every frame on an accepted attach stream after the
+// AttachResponse, in both directions.
+type SessionFrame struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*SessionFrame_Ping
+	//	*SessionFrame_Pong
+	//	*SessionFrame_Detach
+	Kind          isSessionFrame_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionFrame) Reset() {
+	*x = SessionFrame{}
+	mi := &file_pb_overlayd_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionFrame) ProtoMessage() {}
+
+func (x *SessionFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionFrame.ProtoReflect.Descriptor instead.
+func (*SessionFrame) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SessionFrame) GetKind() isSessionFrame_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *SessionFrame) GetPing() *Ping {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_Ping); ok {
+			return x.Ping
+		}
+	}
+	return nil
+}
+
+func (x *SessionFrame) GetPong() *Pong {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_Pong); ok {
+			return x.Pong
+		}
+	}
+	return nil
+}
+
+func (x *SessionFrame) GetDetach() *Detach {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_Detach); ok {
+			return x.Detach
+		}
+	}
+	return nil
+}
+
+type isSessionFrame_Kind interface {
+	isSessionFrame_Kind()
+}
+
+type SessionFrame_Ping struct {
+	Ping *Ping `protobuf:"bytes,1,opt,name=ping,proto3,oneof"`
+}
+
+type SessionFrame_Pong struct {
+	Pong *Pong `protobuf:"bytes,2,opt,name=pong,proto3,oneof"`
+}
+
+type SessionFrame_Detach struct {
+	Detach *Detach `protobuf:"bytes,3,opt,name=detach,proto3,oneof"`
+}
+
+func (*SessionFrame_Ping) isSessionFrame_Kind() {}
+
+func (*SessionFrame_Pong) isSessionFrame_Kind() {}
+
+func (*SessionFrame_Detach) isSessionFrame_Kind() {}
+
+// Ping is the client's keepalive; the supernode answers each with a Pong
+// carrying the same seq.
+type Ping struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ping) Reset() {
+	*x = Ping{}
+	mi := &file_pb_overlayd_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ping) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ping) ProtoMessage() {}
+
+func (x *Ping) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ping.ProtoReflect.Descriptor instead.
+func (*Ping) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Ping) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// Pong answers a Ping.
+type Pong struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pong) Reset() {
+	*x = Pong{}
+	mi := &file_pb_overlayd_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pong) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pong) ProtoMessage() {}
+
+func (x *Pong) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pong.ProtoReflect.Descriptor instead.
+func (*Pong) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Pong) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// Detach ends a session in an orderly way. Sent by the client when it
+// leaves, or by the supernode when it stops serving or drains; in the latter
+// case it may carry alternatives and a delay before the client reattaches.
+type Detach struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Reason       string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	Alternatives []*PeerAddrs           `protobuf:"bytes,2,rep,name=alternatives,proto3" json:"alternatives,omitempty"`
+	// The client should wait a uniformly random time in [0, spread_ms) before
+	// attaching elsewhere, so a draining supernode's clients do not all move
+	// in the same instant.
+	SpreadMs      uint32 `protobuf:"varint,3,opt,name=spread_ms,json=spreadMs,proto3" json:"spread_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Detach) Reset() {
+	*x = Detach{}
+	mi := &file_pb_overlayd_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Detach) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Detach) ProtoMessage() {}
+
+func (x *Detach) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Detach.ProtoReflect.Descriptor instead.
+func (*Detach) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Detach) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Detach) GetAlternatives() []*PeerAddrs {
+	if x != nil {
+		return x.Alternatives
+	}
+	return nil
+}
+
+func (x *Detach) GetSpreadMs() uint32 {
+	if x != nil {
+		return x.SpreadMs
+	}
+	return 0
+}
+
 var File_pb_overlayd_proto protoreflect.FileDescriptor
 
 const file_pb_overlayd_proto_rawDesc = "" +
@@ -216,7 +773,42 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x03seq\x18\a \x01(\x04R\x03seq\x12\x1f\n" +
 	"\vinterval_ms\x18\b \x01(\rR\n" +
 	"intervalMs\x12\x1c\n" +
-	"\tdeparting\x18\t \x01(\bR\tdeparting*?\n" +
+	"\tdeparting\x18\t \x01(\bR\tdeparting\":\n" +
+	"\tPeerAddrs\x12\x17\n" +
+	"\apeer_id\x18\x01 \x01(\fR\x06peerId\x12\x14\n" +
+	"\x05addrs\x18\x02 \x03(\fR\x05addrs\"\xd3\x01\n" +
+	"\rAttachRequest\x12)\n" +
+	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x129\n" +
+	"\x06reason\x18\x02 \x01(\x0e2!.overlayd.v1.AttachRequest.ReasonR\x06reason\"\\\n" +
+	"\x06Reason\x12\x16\n" +
+	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eREASON_INITIAL\x10\x01\x12\x13\n" +
+	"\x0fREASON_FAILOVER\x10\x02\x12\x11\n" +
+	"\rREASON_RETURN\x10\x03\"\xc4\x02\n" +
+	"\x0eAttachResponse\x12:\n" +
+	"\x06status\x18\x01 \x01(\x0e2\".overlayd.v1.AttachResponse.StatusR\x06status\x12!\n" +
+	"\fkeepalive_ms\x18\x02 \x01(\rR\vkeepaliveMs\x12$\n" +
+	"\x0eretry_after_ms\x18\x03 \x01(\rR\fretryAfterMs\x12:\n" +
+	"\falternatives\x18\x04 \x03(\v2\x16.overlayd.v1.PeerAddrsR\falternatives\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"Y\n" +
+	"\x06Status\x12\x16\n" +
+	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x11\n" +
+	"\rSTATUS_ACCEPT\x10\x01\x12\x0f\n" +
+	"\vSTATUS_BUSY\x10\x02\x12\x13\n" +
+	"\x0fSTATUS_REDIRECT\x10\x03\"\x97\x01\n" +
+	"\fSessionFrame\x12'\n" +
+	"\x04ping\x18\x01 \x01(\v2\x11.overlayd.v1.PingH\x00R\x04ping\x12'\n" +
+	"\x04pong\x18\x02 \x01(\v2\x11.overlayd.v1.PongH\x00R\x04pong\x12-\n" +
+	"\x06detach\x18\x03 \x01(\v2\x13.overlayd.v1.DetachH\x00R\x06detachB\x06\n" +
+	"\x04kind\"\x18\n" +
+	"\x04Ping\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x18\n" +
+	"\x04Pong\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"y\n" +
+	"\x06Detach\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12:\n" +
+	"\falternatives\x18\x02 \x03(\v2\x16.overlayd.v1.PeerAddrsR\falternatives\x12\x1b\n" +
+	"\tspread_ms\x18\x03 \x01(\rR\bspreadMs*?\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eROLE_SUPERNODE\x10\x01\x12\r\n" +
@@ -234,19 +826,35 @@ func file_pb_overlayd_proto_rawDescGZIP() []byte {
 	return file_pb_overlayd_proto_rawDescData
 }
 
-var file_pb_overlayd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 1)
+var file_pb_overlayd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_pb_overlayd_proto_goTypes = []any{
-	(Role)(0),            // 0: overlayd.v1.Role
-	(*Announcement)(nil), // 1: overlayd.v1.Announcement
+	(Role)(0),                  // 0: overlayd.v1.Role
+	(AttachRequest_Reason)(0),  // 1: overlayd.v1.AttachRequest.Reason
+	(AttachResponse_Status)(0), // 2: overlayd.v1.AttachResponse.Status
+	(*Announcement)(nil),       // 3: overlayd.v1.Announcement
+	(*PeerAddrs)(nil),          // 4: overlayd.v1.PeerAddrs
+	(*AttachRequest)(nil),      // 5: overlayd.v1.AttachRequest
+	(*AttachResponse)(nil),     // 6: overlayd.v1.AttachResponse
+	(*SessionFrame)(nil),       // 7: overlayd.v1.SessionFrame
+	(*Ping)(nil),               // 8: overlayd.v1.Ping
+	(*Pong)(nil),               // 9: overlayd.v1.Pong
+	(*Detach)(nil),             // 10: overlayd.v1.Detach
 }
 var file_pb_overlayd_proto_depIdxs = []int32{
-	0, // 0: overlayd.v1.Announcement.role:type_name -> overlayd.v1.Role
-	1, // [1:1] is the sub-list for method output_type
-	1, // [1:1] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	0,  // 0: overlayd.v1.Announcement.role:type_name -> overlayd.v1.Role
+	1,  // 1: overlayd.v1.AttachRequest.reason:type_name -> overlayd.v1.AttachRequest.Reason
+	2,  // 2: overlayd.v1.AttachResponse.status:type_name -> overlayd.v1.AttachResponse.Status
+	4,  // 3: overlayd.v1.AttachResponse.alternatives:type_name -> overlayd.v1.PeerAddrs
+	8,  // 4: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
+	9,  // 5: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
+	10, // 6: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
+	4,  // 7: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
+	8,  // [8:8] is the sub-list for method output_type
+	8,  // [8:8] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_pb_overlayd_proto_init() }
@@ -254,13 +862,18 @@ func file_pb_overlayd_proto_init() {
 	if File_pb_overlayd_proto != nil {
 		return
 	}
+	file_pb_overlayd_proto_msgTypes[4].OneofWrappers = []any{
+		(*SessionFrame_Ping)(nil),
+		(*SessionFrame_Pong)(nil),
+		(*SessionFrame_Detach)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_overlayd_proto_rawDesc), len(file_pb_overlayd_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   1,
+			NumEnums:      3,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,520 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/overlay/backoff"
+	"github.com/overlayd/overlayd/overlay/directory"
+	"github.com/overlayd/overlayd/overlay/ring"
+	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/protocol/pb"
+)
+
+// Client-side attach settings.
+const (
+	// ClusterSize is R: a peer's home cluster is the first R distinct
+	// supernodes on the ring at hash(peer ID).
+	ClusterSize = 3
+	// maxPerPass bounds the supernodes one failover pass asks, so a client
+	// never sweeps the whole directory in one go.
+	maxPerPass = 8
+	// dialTimeout bounds connecting to and answering from one candidate.
+	attemptTimeout = 5 * time.Second
+	// protectTag protects the connection to the attached supernode from the
+	// connection manager.
+	protectTag = "overlayd-attached"
+)
+
+// HomeCluster returns the home cluster of id on r: the first ClusterSize
+// distinct members at HashKey(id's bytes). The key is the peer ID's binary
+// form.
+func HomeCluster(r *ring.Ring, id peer.ID) []peer.ID {
+	if r == nil {
+		return nil
+	}
+	ids := r.LookupN([]byte(id), ClusterSize, nil)
+	out := make([]peer.ID, 0, len(ids))
+	for _, s := range ids {
+		if p, err := peer.Decode(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// plan is the pure failover order for one pass: the home cluster in ring
+// order, then the alternatives supernodes offered, then other supernodes
+// of the directory with spare capacity (in random order weighted by spare
+// capacity, so clients do not herd onto the emptiest), then mega-supernodes
+// (the fallback tier). Peers that asked us to wait (notBefore after now) and
+// self are skipped; no peer appears twice; at most maxPerPass entries.
+func plan(self peer.ID, home []peer.ID, alts []peer.AddrInfo, snap *directory.Snapshot,
+	notBefore map[peer.ID]time.Time, now time.Time, rng *rand.Rand) []peer.AddrInfo {
+	out := make([]peer.AddrInfo, 0, maxPerPass)
+	seen := map[peer.ID]bool{self: true}
+	add := func(ai peer.AddrInfo) {
+		if len(out) == maxPerPass || seen[ai.ID] || now.Before(notBefore[ai.ID]) {
+			return
+		}
+		seen[ai.ID] = true
+		out = append(out, ai)
+	}
+	for _, id := range home {
+		if e, ok := snap.Get(id); ok {
+			add(peer.AddrInfo{ID: id, Addrs: e.Addrs})
+		}
+	}
+	for _, ai := range alts {
+		add(ai)
+	}
+	// Regular supernodes with room, weighted-random without replacement.
+	type cand struct {
+		e     directory.Entry
+		spare int
+	}
+	var spare []cand
+	var megas []directory.Entry
+	for _, e := range snap.Entries {
+		switch {
+		case seen[e.ID]:
+		case e.Role == protocol.RoleMega:
+			megas = append(megas, e)
+		case e.Capacity > e.Load:
+			spare = append(spare, cand{e, int(e.Capacity - e.Load)})
+		}
+	}
+	total := 0
+	for _, c := range spare {
+		total += c.spare
+	}
+	for total > 0 && len(out) < maxPerPass {
+		x := rng.IntN(total)
+		for i := range spare {
+			if x < spare[i].spare {
+				add(peer.AddrInfo{ID: spare[i].e.ID, Addrs: spare[i].e.Addrs})
+				total -= spare[i].spare
+				spare[i].spare = 0
+				break
+			}
+			x -= spare[i].spare
+		}
+	}
+	rng.Shuffle(len(megas), func(i, j int) { megas[i], megas[j] = megas[j], megas[i] })
+	for _, e := range megas {
+		add(peer.AddrInfo{ID: e.ID, Addrs: e.Addrs})
+	}
+	return out
+}
+
+// Attachment describes the client's current attachment.
+type Attachment struct {
+	Supernode peer.ID
+	Since     time.Time
+	Home      bool
+	Failovers int
+}
+
+// clientSession is an accepted attach stream.
+type clientSession struct {
+	peer      peer.ID
+	since     time.Time
+	s         network.Stream
+	fr        *protocol.FrameReader
+	keepalive time.Duration
+	home      bool
+}
+
+// sessionEnd says how a session ended.
+type sessionEnd struct {
+	alts   []peer.AddrInfo
+	spread time.Duration
+	reason string
+	// next is set when the client moved to a home supernode: the session
+	// that replaces this one.
+	next *clientSession
+}
+
+// attacher is the ordinary node's client side: it keeps the node attached
+// to one supernode, failing over and moving back home under the backoff
+// policy. One goroutine (run) owns it; status readers take mu.
+type attacher struct {
+	n         *Node
+	rng       *rand.Rand
+	retry     backoff.Strategy
+	notBefore map[peer.ID]time.Time
+
+	mu        sync.Mutex
+	cur       *clientSession
+	failovers int
+}
+
+func newAttacher(n *Node) (*attacher, error) {
+	rng := rand.New(rand.NewPCG(n.seed(), n.seed()))
+	var retry backoff.Strategy
+	if n.retryFactory != nil {
+		retry = n.retryFactory(rng)
+	} else {
+		b, err := backoff.New(backoff.Policy{Base: n.cfg.RetryBase, Max: n.cfg.RetryMax, MaxRetryAfter: time.Minute}, rng)
+		if err != nil {
+			return nil, err
+		}
+		retry = b
+	}
+	return &attacher{n: n, rng: rng, retry: retry, notBefore: map[peer.ID]time.Time{}}, nil
+}
+
+// Attachment returns the current attachment, if any.
+func (c *attacher) Attachment() (Attachment, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur == nil {
+		return Attachment{Failovers: c.failovers}, false
+	}
+	return Attachment{Supernode: c.cur.peer, Since: c.cur.since, Home: c.cur.home, Failovers: c.failovers}, true
+}
+
+func (c *attacher) sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// run keeps the node attached until ctx ends.
+func (c *attacher) run(ctx context.Context) {
+	c.waitForRing(ctx)
+	reason := pb.AttachRequest_REASON_INITIAL
+	var alts []peer.AddrInfo
+	var sess *clientSession
+	for ctx.Err() == nil {
+		if sess == nil {
+			var retryAfter time.Duration
+			sess, retryAfter, alts = c.pass(ctx, reason, alts)
+			if sess == nil {
+				d := c.retry.Next(retryAfter)
+				c.n.m.attachWaits.Observe(d.Seconds())
+				if !c.sleep(ctx, d) {
+					return
+				}
+				continue
+			}
+			c.retry.Reset()
+		}
+		end := c.keep(ctx, sess)
+		if ctx.Err() != nil {
+			return
+		}
+		if end.next != nil {
+			// Moved back home: the new session is already accepted.
+			sess = end.next
+			continue
+		}
+		c.mu.Lock()
+		c.failovers++
+		c.mu.Unlock()
+		c.n.m.failovers.Inc()
+		c.n.log.Info("session ended", "supernode", sess.peer.ShortString(), "reason", end.reason)
+		reason = pb.AttachRequest_REASON_FAILOVER
+		alts = end.alts
+		// Clients of a dead or draining supernode all notice at about the
+		// same moment: spread the reattachment.
+		spread := end.spread
+		if spread == 0 {
+			spread = sess.keepalive
+		}
+		sess = nil
+		if !c.sleep(ctx, backoff.Stagger(spread, c.rng)) {
+			return
+		}
+	}
+}
+
+// waitForRing waits, before the first pass, for the directory to arrive
+// through the bootstrap peers: until one full announce interval has passed
+// since the first ring appeared (every supernode has announced once since
+// this node connected), or two intervals in all.
+func (c *attacher) waitForRing(ctx context.Context) {
+	iv := c.n.cfg.AnnounceInterval
+	giveUp := time.NewTimer(2 * iv)
+	defer giveUp.Stop()
+	poll := time.NewTicker(max(iv/20, 5*time.Millisecond))
+	defer poll.Stop()
+	for c.n.rings.Load() == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-giveUp.C:
+			return
+		case <-poll.C:
+		}
+	}
+	settled := time.NewTimer(iv)
+	defer settled.Stop()
+	select {
+	case <-ctx.Done():
+	case <-giveUp.C:
+	case <-settled.C:
+	}
+}
+
+// pass asks the planned supernodes in order until one accepts. It returns
+// the session, or the largest retry-after hint heard and the alternatives
+// offered.
+func (c *attacher) pass(ctx context.Context, reason pb.AttachRequest_Reason, alts []peer.AddrInfo) (*clientSession, time.Duration, []peer.AddrInfo) {
+	self := c.n.ID()
+	home := HomeCluster(c.n.rings.Load(), self)
+	snap := c.n.dir.Snapshot()
+	now := c.n.now()
+	candidates := plan(self, home, alts, snap, c.notBefore, now, c.rng)
+	if len(candidates) == 0 {
+		// No directory yet: the bootstrap peers may be supernodes.
+		for _, b := range c.n.bootstrap {
+			if b.ID != self && !now.Before(c.notBefore[b.ID]) {
+				candidates = append(candidates, b)
+			}
+		}
+	}
+	var retryAfter time.Duration
+	var offered []peer.AddrInfo
+	for i := 0; i < len(candidates) && ctx.Err() == nil; i++ {
+		ai := candidates[i]
+		sess, resp, err := c.attempt(ctx, ai, reason)
+		switch {
+		case err != nil:
+			c.n.m.attempts.WithLabelValues("error").Inc()
+			c.n.log.Debug("attach failed", "supernode", ai.ID.ShortString(), "err", err)
+			continue
+		case sess != nil:
+			c.n.m.attempts.WithLabelValues("accept").Inc()
+			sess.home = slices.Contains(home, ai.ID)
+			return sess, 0, nil
+		}
+		more := protocol.PeerAddrsFromPB(resp.GetAlternatives())
+		if resp.GetStatus() == pb.AttachResponse_STATUS_BUSY {
+			c.n.m.attempts.WithLabelValues("busy").Inc()
+			ra := time.Duration(resp.GetRetryAfterMs()) * time.Millisecond
+			retryAfter = max(retryAfter, ra)
+			c.notBefore[ai.ID] = now.Add(ra)
+		} else {
+			c.n.m.attempts.WithLabelValues("redirect").Inc()
+			c.notBefore[ai.ID] = now.Add(c.n.cfg.AnnounceInterval)
+		}
+		// Follow offered alternatives within this pass, up to the bound.
+		for _, alt := range more {
+			if len(candidates) >= maxPerPass {
+				break
+			}
+			if alt.ID != self && !slices.ContainsFunc(candidates, func(x peer.AddrInfo) bool { return x.ID == alt.ID }) &&
+				!now.Before(c.notBefore[alt.ID]) {
+				candidates = append(candidates, alt)
+			}
+		}
+		offered = append(offered, more...)
+	}
+	for id, t := range c.notBefore {
+		if !now.Before(t) {
+			delete(c.notBefore, id)
+		}
+	}
+	return nil, retryAfter, offered
+}
+
+// errAttach wraps protocol failures of one attempt.
+var errAttach = errors.New("attach")
+
+// attempt asks one supernode. It returns a session on ACCEPT, the response
+// on BUSY or REDIRECT, or an error.
+func (c *attacher) attempt(ctx context.Context, ai peer.AddrInfo, reason pb.AttachRequest_Reason) (*clientSession, *pb.AttachResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+	defer cancel()
+	h := c.n.host
+	if len(ai.Addrs) > 0 {
+		h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+	}
+	s, err := h.NewStream(ctx, ai.ID, protocol.AttachID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: open stream: %v", errAttach, err)
+	}
+	deadline, _ := ctx.Deadline()
+	_ = s.SetDeadline(deadline)
+	if err := protocol.WriteFrame(s, &pb.AttachRequest{ProtocolVersion: protocol.Version, Reason: reason}); err != nil {
+		s.Reset()
+		return nil, nil, fmt.Errorf("%w: write request: %v", errAttach, err)
+	}
+	fr := protocol.NewFrameReader(s, protocol.MaxAttachFrame)
+	var resp pb.AttachResponse
+	if err := fr.Read(&resp); err != nil {
+		s.Reset()
+		return nil, nil, fmt.Errorf("%w: read answer: %v", errAttach, err)
+	}
+	if resp.GetStatus() != pb.AttachResponse_STATUS_ACCEPT {
+		s.Close()
+		return nil, &resp, nil
+	}
+	ka := time.Duration(resp.GetKeepaliveMs()) * time.Millisecond
+	if ka < time.Millisecond || ka > time.Hour {
+		s.Reset()
+		return nil, nil, fmt.Errorf("%w: keepalive %v out of range", errAttach, ka)
+	}
+	_ = s.SetDeadline(time.Time{})
+	return &clientSession{peer: ai.ID, since: c.n.now(), s: s, fr: fr, keepalive: ka}, nil, nil
+}
+
+// keep runs an accepted session until it ends: it pings every keepalive
+// and declares the supernode dead after MissedKeepalives intervals without
+// a pong; it honours a Detach; and while away from the home cluster it
+// moves back when a home member has room, at a jittered, rate-limited pace.
+func (c *attacher) keep(ctx context.Context, sess *clientSession) sessionEnd {
+	h := c.n.host
+	h.ConnManager().Protect(sess.peer, protectTag)
+	c.mu.Lock()
+	c.cur = sess
+	c.mu.Unlock()
+	c.n.m.attached.Set(1)
+	defer func() {
+		c.mu.Lock()
+		if c.cur == sess {
+			c.cur = nil
+		}
+		c.mu.Unlock()
+		c.n.m.attached.Set(0)
+		h.ConnManager().Unprotect(sess.peer, protectTag)
+		sess.s.Reset()
+	}()
+
+	type frame struct {
+		f   *pb.SessionFrame
+		err error
+	}
+	frames := make(chan frame, 1)
+	readCtx, stopRead := context.WithCancel(ctx)
+	defer stopRead()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer sess.s.Reset() // unblocks the reader before wg.Wait
+	wg.Go(func() {
+		for {
+			f := &pb.SessionFrame{}
+			err := sess.fr.Read(f)
+			select {
+			case frames <- frame{f, err}:
+			case <-readCtx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	})
+
+	ping := time.NewTicker(sess.keepalive)
+	defer ping.Stop()
+	silence := time.Duration(protocol.MissedKeepalives) * sess.keepalive
+	dead := time.NewTimer(silence)
+	defer dead.Stop()
+	sent := map[uint64]time.Time{}
+	var seq uint64
+	nextReturn := c.n.now().Add(c.n.cfg.ReturnInterval/2 + backoff.Stagger(c.n.cfg.ReturnInterval, c.rng))
+	for {
+		select {
+		case <-ctx.Done():
+			c.sendDetach(sess, "client stopping")
+			return sessionEnd{reason: "stopping"}
+		case <-dead.C:
+			c.n.m.deadSupernodes.Inc()
+			return sessionEnd{reason: fmt.Sprintf("no answer for %v", silence)}
+		case fr := <-frames:
+			if fr.err != nil {
+				return sessionEnd{reason: fmt.Sprintf("stream: %v", fr.err)}
+			}
+			switch k := fr.f.GetKind().(type) {
+			case *pb.SessionFrame_Pong:
+				if t, ok := sent[k.Pong.GetSeq()]; ok {
+					c.n.m.keepaliveRTT.Observe(c.n.now().Sub(t).Seconds())
+					delete(sent, k.Pong.GetSeq())
+				}
+				dead.Reset(silence)
+			case *pb.SessionFrame_Detach:
+				d := k.Detach
+				return sessionEnd{
+					alts:   protocol.PeerAddrsFromPB(d.GetAlternatives()),
+					spread: min(time.Duration(d.GetSpreadMs())*time.Millisecond, time.Minute),
+					reason: "detached by supernode: " + d.GetReason(),
+				}
+			}
+		case <-ping.C:
+			seq++
+			now := c.n.now()
+			sent[seq] = now
+			for s, t := range sent {
+				if now.Sub(t) > silence {
+					delete(sent, s)
+				}
+			}
+			_ = sess.s.SetWriteDeadline(now.Add(sess.keepalive))
+			if err := protocol.WriteFrame(sess.s, &pb.SessionFrame{Kind: &pb.SessionFrame_Ping{Ping: &pb.Ping{Seq: seq}}}); err != nil {
+				return sessionEnd{reason: fmt.Sprintf("ping: %v", err)}
+			}
+			if !sess.home && !c.n.now().Before(nextReturn) {
+				nextReturn = c.n.now().Add(c.n.cfg.ReturnInterval/2 + backoff.Stagger(c.n.cfg.ReturnInterval, c.rng))
+				if next := c.tryReturn(ctx); next != nil {
+					c.sendDetach(sess, "returning home")
+					c.n.m.returns.Inc()
+					c.n.log.Info("moved back to home cluster", "from", sess.peer.ShortString(), "to", next.peer.ShortString())
+					return sessionEnd{reason: "returned home", next: next}
+				}
+			}
+		}
+	}
+}
+
+// tryReturn attaches to a member of the home cluster that announced spare
+// capacity, without leaving the current session first.
+func (c *attacher) tryReturn(ctx context.Context) *clientSession {
+	self := c.n.ID()
+	home := HomeCluster(c.n.rings.Load(), self)
+	snap := c.n.dir.Snapshot()
+	for _, id := range home {
+		e, ok := snap.Get(id)
+		if !ok || e.Load >= e.Capacity || c.n.now().Before(c.notBefore[id]) {
+			continue
+		}
+		sess, resp, err := c.attempt(ctx, peer.AddrInfo{ID: id, Addrs: e.Addrs}, pb.AttachRequest_REASON_RETURN)
+		if err != nil {
+			c.n.m.attempts.WithLabelValues("error").Inc()
+			continue
+		}
+		if sess == nil {
+			c.n.m.attempts.WithLabelValues("busy").Inc()
+			c.notBefore[id] = c.n.now().Add(time.Duration(resp.GetRetryAfterMs()) * time.Millisecond)
+			continue
+		}
+		c.n.m.attempts.WithLabelValues("accept").Inc()
+		sess.home = true
+		return sess
+	}
+	return nil
+}
+
+// sendDetach tells the supernode this client leaves, best effort.
+func (c *attacher) sendDetach(sess *clientSession, reason string) {
+	_ = sess.s.SetWriteDeadline(c.n.now().Add(time.Second))
+	_ = protocol.WriteFrame(sess.s, &pb.SessionFrame{Kind: &pb.SessionFrame_Detach{Detach: &pb.Detach{Reason: reason}}})
+	_ = sess.s.CloseWrite()
+}

@@ -1,0 +1,422 @@
+package supernode
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/supernode/capacity"
+)
+
+// protectTag marks attached clients in the connection manager.
+const protectTag = "overlayd-session"
+
+// AttachService is the resource-manager service name of attach streams.
+const AttachService = "overlayd.attach"
+
+// Defaults of the attach protocol on the supernode side.
+const (
+	DefaultKeepalive    = 5 * time.Second
+	DefaultRetryAfter   = 2 * time.Second
+	DefaultHandshake    = 5 * time.Second
+	DefaultDetachSpread = 5 * time.Second
+)
+
+// Candidate is a supernode that may take a refused client, as the directory
+// last saw it.
+type Candidate struct {
+	peer.AddrInfo
+	Spare int
+}
+
+// CandidatesFunc returns supernodes other than this one that announced
+// spare capacity. It is called on the refusal path, so it must be cheap and
+// must not block (the node serves it from its directory snapshot).
+type CandidatesFunc func() []Candidate
+
+// AdmissionConfig tunes an Admission. Zero fields take the defaults.
+type AdmissionConfig struct {
+	// Keepalive is the interval the client pings at; a session silent for
+	// protocol.MissedKeepalives intervals is dropped.
+	Keepalive time.Duration
+	// RetryAfter is the hint sent with BUSY.
+	RetryAfter time.Duration
+	// Handshake bounds the time from stream open to the answer.
+	Handshake time.Duration
+	// DetachSpread is the window over which clients of a stopping or
+	// draining supernode are told to spread their reattachment.
+	DetachSpread time.Duration
+	// Candidates offers alternatives in BUSY and REDIRECT answers.
+	Candidates CandidatesFunc
+	// Now and Rand are the clock and randomness (defaults: time.Now and a
+	// randomly seeded source).
+	Now  func() time.Time
+	Rand *rand.Rand
+	Log  *slog.Logger
+}
+
+// Admission is the supernode side of the attach protocol: it admits ordinary
+// nodes up to the attached-peers semaphore and keeps their sessions alive.
+//
+// Refusal is the cheap path: the semaphore is checked before anything is
+// allocated for the peer, and a refused client gets one small BUSY frame.
+type Admission struct {
+	h    host.Host
+	sem  *capacity.Semaphore
+	cfg  AdmissionConfig
+	log  *slog.Logger
+	open atomic.Bool
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	mu       sync.Mutex
+	sessions map[peer.ID]*session
+	closed   bool
+	wg       sync.WaitGroup
+
+	stats admissionStats
+}
+
+type admissionStats struct {
+	accepted, busy, redirected, badRequests, expired atomic.Uint64
+}
+
+// AdmissionStats are cumulative counts.
+type AdmissionStats struct {
+	Accepted, Busy, Redirected, BadRequests, Expired uint64
+}
+
+type session struct {
+	peer  peer.ID
+	since time.Time
+	s     network.Stream
+	wmu   sync.Mutex // serialises writes: pongs and a Detach
+	once  sync.Once  // releases the slot once
+	ended chan struct{}
+}
+
+// SessionInfo describes one attached client.
+type SessionInfo struct {
+	Peer  peer.ID
+	Since time.Time
+}
+
+// NewAdmission returns an Admission for h guarded by sem (the attached-peers
+// semaphore). It does nothing until Start.
+func NewAdmission(h host.Host, sem *capacity.Semaphore, cfg AdmissionConfig) (*Admission, error) {
+	if h == nil || sem == nil {
+		return nil, errors.New("admission: nil host or semaphore")
+	}
+	if cfg.Keepalive == 0 {
+		cfg.Keepalive = DefaultKeepalive
+	}
+	if cfg.RetryAfter == 0 {
+		cfg.RetryAfter = DefaultRetryAfter
+	}
+	if cfg.Handshake == 0 {
+		cfg.Handshake = DefaultHandshake
+	}
+	if cfg.DetachSpread == 0 {
+		cfg.DetachSpread = DefaultDetachSpread
+	}
+	if cfg.Keepalive < time.Millisecond || cfg.RetryAfter < 0 || cfg.Handshake < time.Millisecond || cfg.DetachSpread < 0 {
+		return nil, fmt.Errorf("admission: bad timing %+v", cfg)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Admission{
+		h: h, sem: sem, cfg: cfg, rng: cfg.Rand,
+		log:      cfg.Log.With("component", "admission"),
+		sessions: make(map[peer.ID]*session),
+	}, nil
+}
+
+// Start registers the attach protocol handler and opens admission.
+func (a *Admission) Start() {
+	a.open.Store(true)
+	a.h.SetStreamHandler(protocol.AttachID, a.handle)
+}
+
+// SetOpen opens or closes admission: a closed Admission keeps its sessions
+// but answers new clients with REDIRECT (used while draining).
+func (a *Admission) SetOpen(open bool) { a.open.Store(open) }
+
+// Keepalive returns the keepalive interval clients are told.
+func (a *Admission) Keepalive() time.Duration { return a.cfg.Keepalive }
+
+// Load returns the number of attached clients.
+func (a *Admission) Load() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.sessions)
+}
+
+// Sessions lists the attached clients, sorted by peer ID.
+func (a *Admission) Sessions() []SessionInfo {
+	a.mu.Lock()
+	out := make([]SessionInfo, 0, len(a.sessions))
+	for _, s := range a.sessions {
+		out = append(out, SessionInfo{Peer: s.peer, Since: s.since})
+	}
+	a.mu.Unlock()
+	slices.SortFunc(out, func(x, y SessionInfo) int {
+		switch {
+		case x.Peer < y.Peer:
+			return -1
+		case x.Peer > y.Peer:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Stats returns cumulative counts.
+func (a *Admission) Stats() AdmissionStats {
+	return AdmissionStats{
+		Accepted: a.stats.accepted.Load(), Busy: a.stats.busy.Load(), Redirected: a.stats.redirected.Load(),
+		BadRequests: a.stats.badRequests.Load(), Expired: a.stats.expired.Load(),
+	}
+}
+
+// Drain detaches up to n sessions (all when n < 0) with a Detach telling
+// each client to reattach elsewhere within spread, and returns how many it
+// detached. Clients are picked in random order.
+func (a *Admission) Drain(n int, reason string, spread time.Duration) int {
+	a.mu.Lock()
+	victims := make([]*session, 0, len(a.sessions))
+	for _, s := range a.sessions {
+		victims = append(victims, s)
+	}
+	a.mu.Unlock()
+	a.rngMu.Lock()
+	a.rng.Shuffle(len(victims), func(i, j int) { victims[i], victims[j] = victims[j], victims[i] })
+	a.rngMu.Unlock()
+	if n >= 0 && n < len(victims) {
+		victims = victims[:n]
+	}
+	for _, s := range victims {
+		a.detach(s, reason, spread)
+	}
+	return len(victims)
+}
+
+// Close stops admitting, tells every client to go elsewhere (spread over
+// DetachSpread), and waits for the session goroutines.
+func (a *Admission) Close() {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return
+	}
+	a.closed = true
+	a.mu.Unlock()
+	a.open.Store(false)
+	a.h.RemoveStreamHandler(protocol.AttachID)
+	a.Drain(-1, "supernode stopping", a.cfg.DetachSpread)
+	a.wg.Wait()
+}
+
+func (a *Admission) detach(s *session, reason string, spread time.Duration) {
+	f := &pb.SessionFrame{Kind: &pb.SessionFrame_Detach{Detach: &pb.Detach{
+		Reason: reason, SpreadMs: uint32(spread / time.Millisecond), Alternatives: a.alternatives(),
+	}}}
+	s.wmu.Lock()
+	_ = s.s.SetWriteDeadline(a.cfg.Now().Add(time.Second))
+	err := protocol.WriteFrame(s.s, f)
+	s.wmu.Unlock()
+	if err != nil {
+		s.s.Reset()
+		return
+	}
+	// Closing our side ends the client's reads after the Detach; its
+	// close ends our read loop, which frees the slot.
+	_ = s.s.CloseWrite()
+	_ = s.s.SetReadDeadline(a.cfg.Now().Add(2 * time.Second))
+}
+
+// alternatives picks up to MaxAlternatives candidates at random, weighted by
+// spare capacity, so refused clients spread over the supernodes that have
+// room instead of all going to the emptiest one.
+func (a *Admission) alternatives() []*pb.PeerAddrs {
+	if a.cfg.Candidates == nil {
+		return nil
+	}
+	cs := a.cfg.Candidates()
+	out := make([]*pb.PeerAddrs, 0, protocol.MaxAlternatives)
+	total := 0
+	for _, c := range cs {
+		total += max(c.Spare, 0)
+	}
+	a.rngMu.Lock()
+	defer a.rngMu.Unlock()
+	for len(out) < protocol.MaxAlternatives && total > 0 {
+		x := a.rng.IntN(total)
+		for i := range cs {
+			sp := max(cs[i].Spare, 0)
+			if x < sp {
+				out = append(out, protocol.PeerAddrsPB(cs[i].AddrInfo))
+				total -= sp
+				cs[i].Spare = 0
+				break
+			}
+			x -= sp
+		}
+	}
+	return out
+}
+
+// handle serves one attach stream. Order matters: service scope and memory
+// first, then the semaphore, and only after a slot is held any per-peer
+// state; a refusal writes one frame and returns.
+func (a *Admission) handle(s network.Stream) {
+	if err := s.Scope().SetService(AttachService); err != nil {
+		s.Reset()
+		return
+	}
+	if err := s.Scope().ReserveMemory(2*protocol.MaxAttachFrame, network.ReservationPriorityAlways); err != nil {
+		s.Reset()
+		return
+	}
+	defer s.Scope().ReleaseMemory(2 * protocol.MaxAttachFrame)
+	_ = s.SetDeadline(a.cfg.Now().Add(a.cfg.Handshake))
+	remote := s.Conn().RemotePeer()
+
+	if !a.open.Load() {
+		a.stats.redirected.Add(1)
+		a.refuse(s, &pb.AttachResponse{Status: pb.AttachResponse_STATUS_REDIRECT, Reason: "not admitting", Alternatives: a.alternatives()})
+		return
+	}
+	// A client that reattaches while its old session lingers takes that
+	// session's slot over instead of asking for a second one.
+	a.mu.Lock()
+	old := a.sessions[remote]
+	a.mu.Unlock()
+	if old == nil && !a.sem.TryAcquire() {
+		a.stats.busy.Add(1)
+		a.refuse(s, &pb.AttachResponse{
+			Status:       pb.AttachResponse_STATUS_BUSY,
+			RetryAfterMs: uint32(a.cfg.RetryAfter / time.Millisecond),
+			Alternatives: a.alternatives(),
+			Reason:       "at capacity",
+		})
+		return
+	}
+	sess := &session{peer: remote, since: a.cfg.Now(), s: s, ended: make(chan struct{})}
+	release := func() { sess.once.Do(func() { _ = a.sem.Release() }) }
+	if old != nil {
+		// Take over the old session's slot: it must not release it.
+		old.once.Do(func() {})
+		old.s.Reset()
+	}
+	fr := protocol.NewFrameReader(s, protocol.MaxAttachFrame)
+	var req pb.AttachRequest
+	if err := fr.Read(&req); err != nil {
+		a.stats.badRequests.Add(1)
+		release()
+		s.Reset()
+		return
+	}
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		release()
+		s.Reset()
+		return
+	}
+	a.sessions[remote] = sess
+	a.wg.Add(1)
+	a.mu.Unlock()
+	// The connection manager must never trim an attached client.
+	a.h.ConnManager().Protect(remote, protectTag)
+	defer a.wg.Done()
+	defer func() {
+		a.mu.Lock()
+		if a.sessions[remote] == sess {
+			delete(a.sessions, remote)
+			a.h.ConnManager().Unprotect(remote, protectTag)
+		}
+		a.mu.Unlock()
+		release()
+		close(sess.ended)
+	}()
+
+	err := protocol.WriteFrame(s, &pb.AttachResponse{
+		Status: pb.AttachResponse_STATUS_ACCEPT, KeepaliveMs: uint32(a.cfg.Keepalive / time.Millisecond),
+	})
+	if err != nil {
+		s.Reset()
+		return
+	}
+	a.stats.accepted.Add(1)
+	a.log.Debug("attached", "peer", remote.ShortString(), "reason", req.GetReason().String())
+	a.serve(sess, fr)
+}
+
+// serve answers the client's pings until the session ends: the client
+// detaches, the stream fails, or the client is silent for
+// MissedKeepalives intervals.
+func (a *Admission) serve(sess *session, fr *protocol.FrameReader) {
+	s := sess.s
+	_ = s.SetWriteDeadline(time.Time{})
+	silence := protocol.MissedKeepalives * a.cfg.Keepalive
+	var f pb.SessionFrame
+	for {
+		_ = s.SetReadDeadline(a.cfg.Now().Add(silence))
+		if err := fr.Read(&f); err != nil {
+			if errors.Is(err, network.ErrReset) {
+				s.Reset()
+				return
+			}
+			var te interface{ Timeout() bool }
+			if errors.As(err, &te) && te.Timeout() {
+				a.stats.expired.Add(1)
+				a.log.Debug("session expired", "peer", sess.peer.ShortString())
+			}
+			s.Reset()
+			return
+		}
+		switch k := f.GetKind().(type) {
+		case *pb.SessionFrame_Ping:
+			sess.wmu.Lock()
+			_ = s.SetWriteDeadline(a.cfg.Now().Add(a.cfg.Keepalive))
+			err := protocol.WriteFrame(s, &pb.SessionFrame{Kind: &pb.SessionFrame_Pong{Pong: &pb.Pong{Seq: k.Ping.GetSeq()}}})
+			sess.wmu.Unlock()
+			if err != nil {
+				s.Reset()
+				return
+			}
+		case *pb.SessionFrame_Detach:
+			_ = s.Close()
+			return
+		}
+	}
+}
+
+// refuse writes one answer and closes the stream.
+func (a *Admission) refuse(s network.Stream, resp *pb.AttachResponse) {
+	if err := protocol.WriteFrame(s, resp); err != nil {
+		s.Reset()
+		return
+	}
+	_ = s.Close()
+}
