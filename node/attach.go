@@ -220,6 +220,7 @@ func (c *attacher) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		c.n.emit(Event{Kind: EventSessionEnd, Time: c.n.now(), Supernode: sess.peer, Result: end.reason})
 		if end.next != nil {
 			// Moved back home: the new session is already accepted.
 			sess = end.next
@@ -294,7 +295,9 @@ func (c *attacher) pass(ctx context.Context, reason pb.AttachRequest_Reason, alt
 	var offered []peer.AddrInfo
 	for i := 0; i < len(candidates) && ctx.Err() == nil; i++ {
 		ai := candidates[i]
+		t0 := c.n.now()
 		sess, resp, err := c.attempt(ctx, ai, reason)
+		c.observeAttempt(ai.ID, t0, sess, resp, err)
 		switch {
 		case err != nil:
 			c.n.m.attempts.WithLabelValues("error").Inc()
@@ -333,6 +336,21 @@ func (c *attacher) pass(ctx context.Context, reason pb.AttachRequest_Reason, alt
 		}
 	}
 	return nil, retryAfter, offered
+}
+
+func (c *attacher) observeAttempt(id peer.ID, t0 time.Time, sess *clientSession, resp *pb.AttachResponse, err error) {
+	result := "error"
+	switch {
+	case err != nil:
+	case sess != nil:
+		result = "accept"
+	case resp.GetStatus() == pb.AttachResponse_STATUS_BUSY:
+		result = "busy"
+	default:
+		result = "redirect"
+	}
+	now := c.n.now()
+	c.n.emit(Event{Kind: EventAttempt, Time: now, Supernode: id, Result: result, Latency: now.Sub(t0)})
 }
 
 // errAttach wraps protocol failures of one attempt.
@@ -446,7 +464,9 @@ func (c *attacher) keep(ctx context.Context, sess *clientSession) sessionEnd {
 			switch k := fr.f.GetKind().(type) {
 			case *pb.SessionFrame_Pong:
 				if t, ok := sent[k.Pong.GetSeq()]; ok {
-					c.n.m.keepaliveRTT.Observe(c.n.now().Sub(t).Seconds())
+					rtt := c.n.now().Sub(t)
+					c.n.m.keepaliveRTT.Observe(rtt.Seconds())
+					c.n.emit(Event{Kind: EventKeepalive, Time: c.n.now(), Supernode: sess.peer, Latency: rtt})
 					delete(sent, k.Pong.GetSeq())
 				}
 				dead.Reset(silence)
@@ -495,7 +515,9 @@ func (c *attacher) tryReturn(ctx context.Context) *clientSession {
 		if !ok || e.Load >= e.Capacity || c.n.now().Before(c.notBefore[id]) {
 			continue
 		}
+		t0 := c.n.now()
 		sess, resp, err := c.attempt(ctx, peer.AddrInfo{ID: id, Addrs: e.Addrs}, pb.AttachRequest_REASON_RETURN)
+		c.observeAttempt(id, t0, sess, resp, err)
 		if err != nil {
 			c.n.m.attempts.WithLabelValues("error").Inc()
 			continue

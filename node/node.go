@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/overlayd/overlayd/node/localapi"
@@ -39,6 +41,7 @@ type Node struct {
 	// benchmarks compare against a naive policy).
 	retryFactory func(*rand.Rand) backoff.Strategy
 	seedFn       func() uint64
+	observe      func(Event)
 
 	dir   *directory.Directory
 	rings ring.Published
@@ -71,6 +74,14 @@ const (
 	stateStarted
 	stateClosed
 )
+
+// defaultRegistry is a fresh registry with the Go runtime and process
+// collectors, used when no registry is injected.
+func defaultRegistry() *prometheus.Registry {
+	r := prometheus.NewRegistry()
+	r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}
 
 // Option configures a Node beyond its Config.
 type Option func(*Node) error
@@ -158,7 +169,7 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 	n := &Node{
 		cfg:     cfg,
 		log:     slog.New(slog.DiscardHandler),
-		reg:     prometheus.NewRegistry(),
+		reg:     defaultRegistry(),
 		now:     time.Now,
 		debounc: min(cfg.AnnounceInterval/10, time.Second),
 		dir:     directory.New(),
@@ -361,6 +372,13 @@ func (n *Node) startMetrics(ctx context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
+	// Profiles, on the same (loopback by default) listener: operators
+	// diagnosing a supernode need heap and goroutine profiles, and
+	// /debug/pprof/heap?gc=1 gives the live heap after a collection.
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	n.metricSrv = n.serve(ln, mux)
 	n.log.Info("metrics", "addr", ln.Addr().String())
 	return nil

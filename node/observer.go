@@ -1,0 +1,50 @@
+package node
+
+import (
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// EventKind names what an Event reports.
+type EventKind string
+
+// Events a node reports to its observer.
+const (
+	// EventAttempt: one attach attempt ended; Result is accept, busy,
+	// redirect or error, Latency the time from opening the stream to the
+	// answer.
+	EventAttempt EventKind = "attempt"
+	// EventKeepalive: a pong arrived; Latency is the ping's round trip.
+	EventKeepalive EventKind = "keepalive"
+	// EventSessionEnd: the client's session ended (Result says why).
+	EventSessionEnd EventKind = "session_end"
+)
+
+// Event is one observation of the client side, for testnets and
+// benchmarks that need per-node figures (go-libp2p's own metrics are
+// process-global, and a node's Prometheus registry aggregates).
+type Event struct {
+	Kind      EventKind
+	Time      time.Time
+	Node      peer.ID
+	Supernode peer.ID
+	Result    string
+	Latency   time.Duration
+}
+
+// WithObserver calls f for every Event. f is called from the node's
+// goroutines and must not block.
+func WithObserver(f func(Event)) Option {
+	return func(n *Node) error {
+		n.observe = f
+		return nil
+	}
+}
+
+func (n *Node) emit(e Event) {
+	if n.observe != nil {
+		e.Node = n.ID()
+		n.observe(e)
+	}
+}
