@@ -25,6 +25,7 @@ func (n *Node) startAPI(ctx context.Context) error {
 	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.Peers()) })
 	mux.HandleFunc("GET /v1/supernodes", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.Supernodes()) })
 	mux.HandleFunc("GET /v1/ring", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.RingInfo()) })
+	n.messagingRoutes(mux)
 	n.apiSrv = n.serve(ln, localapi.RequireToken(token, mux))
 	n.log.Info("local API", "addr", ln.Addr().String())
 	return nil

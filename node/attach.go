@@ -131,6 +131,15 @@ type clientSession struct {
 	fr        *protocol.FrameReader
 	keepalive time.Duration
 	home      bool
+	wmu       sync.Mutex // serialises writes: pings, messages, acks
+}
+
+// write sends one frame on the session.
+func (s *clientSession) write(now time.Time, f *pb.SessionFrame) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	_ = s.s.SetWriteDeadline(now.Add(s.keepalive))
+	return protocol.WriteFrame(s.s, f)
 }
 
 // sessionEnd says how a session ended.
@@ -152,9 +161,18 @@ type attacher struct {
 	retry     backoff.Strategy
 	notBefore map[peer.ID]time.Time
 
+	lastSeq uint64 // session seq of the newest attach attempt
+
 	mu        sync.Mutex
 	cur       *clientSession
 	failovers int
+}
+
+// current returns the live session, or nil.
+func (c *attacher) current() *clientSession {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cur
 }
 
 func newAttacher(n *Node) (*attacher, error) {
@@ -371,11 +389,12 @@ func (c *attacher) attempt(ctx context.Context, ai peer.AddrInfo, reason pb.Atta
 	}
 	deadline, _ := ctx.Deadline()
 	_ = s.SetDeadline(deadline)
-	if err := protocol.WriteFrame(s, &pb.AttachRequest{ProtocolVersion: protocol.Version, Reason: reason}); err != nil {
+	c.lastSeq = max(c.lastSeq+1, uint64(max(c.n.now().UnixNano(), 1)))
+	if err := protocol.WriteFrame(s, &pb.AttachRequest{ProtocolVersion: protocol.Version, Reason: reason, SessionSeq: c.lastSeq}); err != nil {
 		s.Reset()
 		return nil, nil, fmt.Errorf("%w: write request: %v", errAttach, err)
 	}
-	fr := protocol.NewFrameReader(s, protocol.MaxAttachFrame)
+	fr := protocol.NewFrameReader(s, protocol.MaxSessionFrame)
 	var resp pb.AttachResponse
 	if err := fr.Read(&resp); err != nil {
 		s.Reset()
@@ -405,6 +424,7 @@ func (c *attacher) keep(ctx context.Context, sess *clientSession) sessionEnd {
 	c.cur = sess
 	c.mu.Unlock()
 	c.n.m.attached.Set(1)
+	c.n.msg.sessionStarted(sess)
 	defer func() {
 		c.mu.Lock()
 		if c.cur == sess {
@@ -470,6 +490,8 @@ func (c *attacher) keep(ctx context.Context, sess *clientSession) sessionEnd {
 					delete(sent, k.Pong.GetSeq())
 				}
 				dead.Reset(silence)
+			default:
+				c.n.msg.handle(sess, fr.f)
 			case *pb.SessionFrame_Detach:
 				d := k.Detach
 				return sessionEnd{
@@ -487,8 +509,7 @@ func (c *attacher) keep(ctx context.Context, sess *clientSession) sessionEnd {
 					delete(sent, s)
 				}
 			}
-			_ = sess.s.SetWriteDeadline(now.Add(sess.keepalive))
-			if err := protocol.WriteFrame(sess.s, &pb.SessionFrame{Kind: &pb.SessionFrame_Ping{Ping: &pb.Ping{Seq: seq}}}); err != nil {
+			if err := sess.write(now, &pb.SessionFrame{Kind: &pb.SessionFrame_Ping{Ping: &pb.Ping{Seq: seq}}}); err != nil {
 				return sessionEnd{reason: fmt.Sprintf("ping: %v", err)}
 			}
 			if !sess.home && !c.n.now().Before(nextReturn) {
@@ -536,7 +557,8 @@ func (c *attacher) tryReturn(ctx context.Context) *clientSession {
 
 // sendDetach tells the supernode this client leaves, best effort.
 func (c *attacher) sendDetach(sess *clientSession, reason string) {
-	_ = sess.s.SetWriteDeadline(c.n.now().Add(time.Second))
-	_ = protocol.WriteFrame(sess.s, &pb.SessionFrame{Kind: &pb.SessionFrame_Detach{Detach: &pb.Detach{Reason: reason}}})
+	_ = sess.write(c.n.now(), &pb.SessionFrame{Kind: &pb.SessionFrame_Detach{Detach: &pb.Detach{Reason: reason}}})
+	sess.wmu.Lock()
 	_ = sess.s.CloseWrite()
+	sess.wmu.Unlock()
 }

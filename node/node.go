@@ -27,6 +27,7 @@ import (
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/supernode"
 	"github.com/overlayd/overlayd/supernode/capacity"
+	"github.com/overlayd/overlayd/supernode/fanout"
 )
 
 // Node is one overlayd daemon.
@@ -54,7 +55,10 @@ type Node struct {
 	announcer *supernode.Announcer
 	sems      *capacity.Set
 	admission *supernode.Admission
+	router    *supernode.Router
+	engine    *fanout.Engine
 	attacher  *attacher
+	msg       *messenger
 	bootstrap []peer.AddrInfo
 	m         *metrics
 	apiSrv    *http.Server
@@ -66,7 +70,11 @@ type Node struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	closeMu sync.Mutex
-	abrupt  atomic.Bool
+	// httpCtx is the base context of API requests, cancelled first on
+	// Close so that listen streams end and Shutdown does not wait on them.
+	httpCtx    context.Context
+	httpCancel context.CancelFunc
+	abrupt     atomic.Bool
 }
 
 const (
@@ -206,6 +214,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.state = stateStarted
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
+	n.httpCtx, n.httpCancel = context.WithCancel(context.Background())
 	n.mu.Unlock()
 
 	if n.key == nil {
@@ -231,8 +240,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		if err := n.startSupernode(); err != nil {
 			return err
 		}
-	} else if n.attacher, err = newAttacher(n); err != nil {
-		return err
+	} else {
+		if n.attacher, err = newAttacher(n); err != nil {
+			return err
+		}
+		n.msg = newMessenger(n)
 	}
 	if n.cfg.APIListen != APIOff {
 		if err := n.startAPI(ctx); err != nil {
@@ -298,7 +310,13 @@ func (n *Node) Close() error {
 			n.admission.Close()
 		}
 	}
+	if n.router != nil {
+		n.router.Close()
+	}
 	var errs []error
+	if n.httpCancel != nil {
+		n.httpCancel()
+	}
 	if n.apiSrv != nil {
 		errs = append(errs, n.apiSrv.Shutdown(ctx))
 		if n.cfg.APIListen != "" {
@@ -317,6 +335,9 @@ func (n *Node) Close() error {
 	}
 	if n.admission != nil {
 		n.admission.Close()
+	}
+	if n.engine != nil {
+		n.engine.Close()
 	}
 	n.log.Info("stopped")
 	return errors.Join(errs...)
@@ -355,7 +376,9 @@ func (n *Node) Role() (Role, string) {
 }
 
 func (n *Node) serve(ln net.Listener, h http.Handler) *http.Server {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second,
+		// Long requests (listen streams) end when the node closes.
+		BaseContext: func(net.Listener) context.Context { return n.httpCtx }}
 	n.goLoop(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			n.log.Error("http server", "err", err)

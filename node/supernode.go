@@ -8,6 +8,7 @@ import (
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
 	"github.com/overlayd/overlayd/supernode/capacity"
+	"github.com/overlayd/overlayd/supernode/fanout"
 )
 
 // startSupernode sets up the supernode role: capacity semaphores, the
@@ -33,9 +34,34 @@ func (n *Node) startSupernode() error {
 	if err != nil {
 		return err
 	}
+	n.engine, err = fanout.New(0, fanout.WithRegisterer(n.reg))
+	if err != nil {
+		return err
+	}
+	n.engine.Start()
+	n.router, err = supernode.NewRouter(n.host, n.admission, supernode.RouterConfig{
+		Ring:        n.rings.Load,
+		IsSupernode: n.isSupernode,
+		ClusterSize: ClusterSize,
+		Refresh:     n.cfg.AnnounceInterval,
+		Sems:        n.sems,
+		Fanout:      n.engine,
+		Now:         n.now,
+		Log:         n.log,
+	})
+	if err != nil {
+		return err
+	}
+	n.router.Start()
 	n.admission.Start()
 	n.announcer, err = supernode.NewAnnouncer(n.host.ID(), protocol.RoleSupernode, n.cfg.Capacity, n.cfg.AnnounceInterval)
 	return err
+}
+
+// isSupernode reports whether p is a live supernode of the directory.
+func (n *Node) isSupernode(p peer.ID) bool {
+	_, ok := n.dir.Snapshot().Get(p)
+	return ok
 }
 
 // candidates lists the other supernodes that announced spare capacity, for

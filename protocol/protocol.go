@@ -36,3 +36,30 @@ const (
 	// carries.
 	MaxAlternatives = 4
 )
+
+// Messaging protocol IDs.
+const (
+	// RelayID is the supernode-to-supernode link: RelayFrames, one
+	// long-lived stream per direction.
+	RelayID = "/overlayd/relay/1.0.0"
+	// LookupID is a request/response stream: LookupRequest, LookupResponse.
+	LookupID = "/overlayd/lookup/1.0.0"
+)
+
+// Messaging limits.
+const (
+	// MaxPayload is the largest direct or group message payload, in bytes.
+	MaxPayload = 64 << 10
+	// MaxGroupName is the longest group name, in bytes.
+	MaxGroupName = 256
+	// MaxSessionFrame bounds SessionFrames after the handshake: a payload
+	// plus its envelope.
+	MaxSessionFrame = MaxPayload + 1024
+	// MaxRelayFrame bounds RelayFrames; presence and membership batches
+	// are split to fit.
+	MaxRelayFrame = 256 << 10
+	// MaxLookupFrame bounds LookupRequest and LookupResponse.
+	MaxLookupFrame = 128 << 10
+	// MessageIDLen is the length of a message ID.
+	MessageIDLen = 16
+)

@@ -17,6 +17,7 @@ import (
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 	"github.com/overlayd/overlayd/supernode/capacity"
+	"github.com/overlayd/overlayd/supernode/fanout"
 )
 
 // protectTag marks attached clients in the connection manager.
@@ -83,6 +84,7 @@ type Admission struct {
 
 	mu       sync.Mutex
 	sessions map[peer.ID]*session
+	handler  SessionHandler
 	closed   bool
 	wg       sync.WaitGroup
 
@@ -100,12 +102,26 @@ type AdmissionStats struct {
 
 type session struct {
 	peer  peer.ID
+	seq   uint64
 	since time.Time
 	s     network.Stream
-	wmu   sync.Mutex // serialises writes: pongs and a Detach
-	once  sync.Once  // releases the slot once
+	out   *fanout.Outbox // every frame after the AttachResponse
+	once  sync.Once      // releases the slot once
 	ended chan struct{}
 }
+
+// SessionHandler is told about sessions and gets the frames clients send
+// beyond keepalives (the Router). Calls come from session goroutines and
+// must not block for long.
+type SessionHandler interface {
+	Attached(client peer.ID, seq uint64)
+	Detached(client peer.ID, seq uint64)
+	Frame(client peer.ID, f *pb.SessionFrame)
+}
+
+// OutboxLimit is how many frames may wait for one slow client; past it
+// newer frames are dropped and the client gets a Gap notice.
+const OutboxLimit = 1024
 
 // SessionInfo describes one attached client.
 type SessionInfo struct {
@@ -159,6 +175,48 @@ func (a *Admission) Start() {
 // SetOpen opens or closes admission: a closed Admission keeps its sessions
 // but answers new clients with REDIRECT (used while draining).
 func (a *Admission) SetOpen(open bool) { a.open.Store(open) }
+
+// SetHandler sets the handler of session events and frames. Call it
+// before Start.
+func (a *Admission) SetHandler(h SessionHandler) {
+	a.mu.Lock()
+	a.handler = h
+	a.mu.Unlock()
+}
+
+// Has reports whether client is attached here.
+func (a *Admission) Has(client peer.ID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sessions[client] != nil
+}
+
+// Send queues an encoded SessionFrame for client; false when the client is
+// not attached here or its outbox is full (the drop is counted and the
+// client gets a gap notice). frame must not be modified afterwards.
+func (a *Admission) Send(client peer.ID, frame []byte) bool {
+	a.mu.Lock()
+	sess := a.sessions[client]
+	a.mu.Unlock()
+	return sess != nil && sess.out.Offer(frame)
+}
+
+// Sink returns client's outbox, for the fanout engine.
+func (a *Admission) Sink(client peer.ID) (fanout.Sink, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	sess := a.sessions[client]
+	if sess == nil {
+		return nil, false
+	}
+	return sess.out, true
+}
+
+// gapFrame is the notice a client gets after frames were dropped for it.
+func gapFrame(dropped uint64) []byte {
+	b, _ := protocol.AppendFrame(nil, &pb.SessionFrame{Kind: &pb.SessionFrame_Gap{Gap: &pb.Gap{Dropped: dropped}}})
+	return b
+}
 
 // Keepalive returns the keepalive interval clients are told.
 func (a *Admission) Keepalive() time.Duration { return a.cfg.Keepalive }
@@ -237,21 +295,17 @@ func (a *Admission) Close() {
 }
 
 func (a *Admission) detach(s *session, reason string, spread time.Duration) {
-	f := &pb.SessionFrame{Kind: &pb.SessionFrame_Detach{Detach: &pb.Detach{
+	f, err := protocol.AppendFrame(nil, &pb.SessionFrame{Kind: &pb.SessionFrame_Detach{Detach: &pb.Detach{
 		Reason: reason, SpreadMs: uint32(spread / time.Millisecond), Alternatives: a.alternatives(),
-	}}}
-	s.wmu.Lock()
-	_ = s.s.SetWriteDeadline(a.cfg.Now().Add(time.Second))
-	err := protocol.WriteFrame(s.s, f)
-	s.wmu.Unlock()
-	if err != nil {
+	}}})
+	if err != nil || !s.out.Offer(f) {
 		s.s.Reset()
 		return
 	}
-	// Closing our side ends the client's reads after the Detach; its
-	// close ends our read loop, which frees the slot.
-	_ = s.s.CloseWrite()
-	_ = s.s.SetReadDeadline(a.cfg.Now().Add(2 * time.Second))
+	// The client closes the stream when it reads the Detach, which ends
+	// our read loop and frees the slot; if it does not within a second,
+	// the read deadline does.
+	_ = s.s.SetReadDeadline(a.cfg.Now().Add(time.Second))
 }
 
 // alternatives picks up to MaxAlternatives candidates at random, weighted by
@@ -293,11 +347,11 @@ func (a *Admission) handle(s network.Stream) {
 		s.Reset()
 		return
 	}
-	if err := s.Scope().ReserveMemory(2*protocol.MaxAttachFrame, network.ReservationPriorityAlways); err != nil {
+	if err := s.Scope().ReserveMemory(2*protocol.MaxSessionFrame, network.ReservationPriorityAlways); err != nil {
 		s.Reset()
 		return
 	}
-	defer s.Scope().ReleaseMemory(2 * protocol.MaxAttachFrame)
+	defer s.Scope().ReleaseMemory(2 * protocol.MaxSessionFrame)
 	_ = s.SetDeadline(a.cfg.Now().Add(a.cfg.Handshake))
 	remote := s.Conn().RemotePeer()
 
@@ -322,13 +376,22 @@ func (a *Admission) handle(s network.Stream) {
 		return
 	}
 	sess := &session{peer: remote, since: a.cfg.Now(), s: s, ended: make(chan struct{})}
+	var err error
+	sess.out, err = fanout.NewOutbox(OutboxLimit, s, fanout.WithGapFrame(gapFrame), fanout.WithAbort(func() { s.Reset() }))
+	if err != nil {
+		if old == nil {
+			_ = a.sem.Release()
+		}
+		s.Reset()
+		return
+	}
 	release := func() { sess.once.Do(func() { _ = a.sem.Release() }) }
 	if old != nil {
 		// Take over the old session's slot: it must not release it.
 		old.once.Do(func() {})
 		old.s.Reset()
 	}
-	fr := protocol.NewFrameReader(s, protocol.MaxAttachFrame)
+	fr := protocol.NewFrameReader(s, protocol.MaxSessionFrame)
 	var req pb.AttachRequest
 	if err := fr.Read(&req); err != nil {
 		a.stats.badRequests.Add(1)
@@ -343,24 +406,31 @@ func (a *Admission) handle(s network.Stream) {
 		s.Reset()
 		return
 	}
+	sess.seq = req.GetSessionSeq()
 	a.sessions[remote] = sess
 	a.wg.Add(1)
+	handler := a.handler
 	a.mu.Unlock()
 	// The connection manager must never trim an attached client.
 	a.h.ConnManager().Protect(remote, protectTag)
 	defer a.wg.Done()
 	defer func() {
 		a.mu.Lock()
-		if a.sessions[remote] == sess {
+		current := a.sessions[remote] == sess
+		if current {
 			delete(a.sessions, remote)
 			a.h.ConnManager().Unprotect(remote, protectTag)
 		}
 		a.mu.Unlock()
+		sess.out.Close()
 		release()
+		if current && handler != nil {
+			handler.Detached(remote, sess.seq)
+		}
 		close(sess.ended)
 	}()
 
-	err := protocol.WriteFrame(s, &pb.AttachResponse{
+	err = protocol.WriteFrame(s, &pb.AttachResponse{
 		Status: pb.AttachResponse_STATUS_ACCEPT, KeepaliveMs: uint32(a.cfg.Keepalive / time.Millisecond),
 	})
 	if err != nil {
@@ -369,24 +439,24 @@ func (a *Admission) handle(s network.Stream) {
 	}
 	a.stats.accepted.Add(1)
 	a.log.Debug("attached", "peer", remote.ShortString(), "reason", req.GetReason().String())
-	a.serve(sess, fr)
+	sess.out.Start()
+	if handler != nil {
+		handler.Attached(remote, sess.seq)
+	}
+	a.serve(sess, fr, handler)
 }
 
 // serve answers the client's pings until the session ends: the client
 // detaches, the stream fails, or the client is silent for
 // MissedKeepalives intervals.
-func (a *Admission) serve(sess *session, fr *protocol.FrameReader) {
+func (a *Admission) serve(sess *session, fr *protocol.FrameReader, handler SessionHandler) {
 	s := sess.s
 	_ = s.SetWriteDeadline(time.Time{})
 	silence := protocol.MissedKeepalives * a.cfg.Keepalive
-	var f pb.SessionFrame
 	for {
 		_ = s.SetReadDeadline(a.cfg.Now().Add(silence))
-		if err := fr.Read(&f); err != nil {
-			if errors.Is(err, network.ErrReset) {
-				s.Reset()
-				return
-			}
+		f := &pb.SessionFrame{}
+		if err := fr.Read(f); err != nil {
 			var te interface{ Timeout() bool }
 			if errors.As(err, &te) && te.Timeout() {
 				a.stats.expired.Add(1)
@@ -397,17 +467,15 @@ func (a *Admission) serve(sess *session, fr *protocol.FrameReader) {
 		}
 		switch k := f.GetKind().(type) {
 		case *pb.SessionFrame_Ping:
-			sess.wmu.Lock()
-			_ = s.SetWriteDeadline(a.cfg.Now().Add(a.cfg.Keepalive))
-			err := protocol.WriteFrame(s, &pb.SessionFrame{Kind: &pb.SessionFrame_Pong{Pong: &pb.Pong{Seq: k.Ping.GetSeq()}}})
-			sess.wmu.Unlock()
-			if err != nil {
-				s.Reset()
-				return
-			}
+			pong, _ := protocol.AppendFrame(nil, &pb.SessionFrame{Kind: &pb.SessionFrame_Pong{Pong: &pb.Pong{Seq: k.Ping.GetSeq()}}})
+			sess.out.Offer(pong)
 		case *pb.SessionFrame_Detach:
 			_ = s.Close()
 			return
+		default:
+			if handler != nil {
+				handler.Frame(sess.peer, f)
+			}
 		}
 	}
 }

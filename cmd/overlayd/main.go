@@ -68,6 +68,9 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			peersCommand(),
 			supernodesCommand(),
 			ringCommand(),
+			sendCommand(),
+			listenCommand(),
+			groupCommand(),
 			testnetCommand(),
 		},
 	}

@@ -1,6 +1,7 @@
 package localapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,11 +52,31 @@ func NewClient(dataDir string) *Client {
 
 // Get fetches path into out.
 func (c *Client) Get(ctx context.Context, path string, out any) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	return c.do(ctx, http.MethodGet, path, nil, out)
+}
+
+// Post sends in as JSON to path and decodes the answer into out.
+func (c *Client) Post(ctx context.Context, path string, in, out any) error {
+	return c.do(ctx, http.MethodPost, path, in, out)
+}
+
+// open sends a request and returns the response, mapping a refused dial to
+// ErrNoDaemon.
+func (c *Client) open(ctx context.Context, method, path string, in any) (*http.Response, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -64,9 +85,19 @@ func (c *Client) Get(ctx context.Context, path string, out any) error {
 	if err != nil {
 		var ne *net.OpError
 		if errors.As(err, &ne) && ne.Op == "dial" {
-			return fmt.Errorf("%w with data dir %s", ErrNoDaemon, c.dataDir)
+			return nil, fmt.Errorf("%w with data dir %s", ErrNoDaemon, c.dataDir)
 		}
-		return fmt.Errorf("local API %s: %w", path, err)
+		return nil, fmt.Errorf("local API %s: %w", path, err)
+	}
+	return resp, nil
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	resp, err := c.open(ctx, method, path, in)
+	if err != nil {
+		return err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -84,6 +115,37 @@ func (c *Client) Get(ctx context.Context, path string, out any) error {
 		return fmt.Errorf("local API %s: decode: %w", path, err)
 	}
 	return nil
+}
+
+// Listen streams inbound messages (one JSON object per line) to each,
+// until ctx ends or the daemon stops.
+func (c *Client) Listen(ctx context.Context, each func(json.RawMessage) error) error {
+	resp, err := c.open(ctx, http.MethodGet, "/v1/listen", nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		var e struct{ Error string }
+		if json.Unmarshal(body, &e) == nil && e.Error != "" {
+			return fmt.Errorf("daemon: %s", e.Error)
+		}
+		return fmt.Errorf("local API /v1/listen: %s", resp.Status)
+	}
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var m json.RawMessage
+		if err := dec.Decode(&m); err != nil {
+			if ctx.Err() != nil || errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("listen: %w", err)
+		}
+		if err := each(m); err != nil {
+			return err
+		}
+	}
 }
 
 // Status returns the daemon's status.

@@ -77,3 +77,31 @@ type Supernode struct {
 type Ring struct {
 	ring.Stats
 }
+
+// SendRequest is the body of POST /v1/send and of a group publish: the
+// payload is Text (UTF-8) or Payload (bytes, base64 in JSON).
+type SendRequest struct {
+	To      string `json:"to,omitempty"`
+	Text    string `json:"text,omitempty"`
+	Payload []byte `json:"payload,omitempty"`
+}
+
+// SendResponse reports a delivered direct message.
+type SendResponse struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// PublishResponse reports a group publish: the home's epoch and sequence.
+type PublishResponse struct {
+	ID    string `json:"id"`
+	Group string `json:"group"`
+	Epoch uint64 `json:"epoch"`
+	Seq   uint64 `json:"seq"`
+}
+
+// GroupMembers lists a group's members, as its home knows them.
+type GroupMembers struct {
+	Group   string   `json:"group"`
+	Members []string `json:"members"`
+}

@@ -189,6 +189,68 @@ func (AttachResponse_Status) EnumDescriptor() ([]byte, []int) {
 	return file_pb_overlayd_proto_rawDescGZIP(), []int{3, 0}
 }
 
+type Result_Status int32
+
+const (
+	Result_STATUS_UNSPECIFIED Result_Status = 0
+	Result_STATUS_OK          Result_Status = 1
+	// No supernode knows the recipient: it is not attached anywhere.
+	Result_STATUS_OFFLINE Result_Status = 2
+	// The recipient's supernode could not be reached.
+	Result_STATUS_UNREACHABLE Result_Status = 3
+	// A supernode on the way refused: over capacity.
+	Result_STATUS_BUSY Result_Status = 4
+	// The request itself is wrong (bad peer ID, payload too large).
+	Result_STATUS_INVALID Result_Status = 5
+)
+
+// Enum value maps for Result_Status.
+var (
+	Result_Status_name = map[int32]string{
+		0: "STATUS_UNSPECIFIED",
+		1: "STATUS_OK",
+		2: "STATUS_OFFLINE",
+		3: "STATUS_UNREACHABLE",
+		4: "STATUS_BUSY",
+		5: "STATUS_INVALID",
+	}
+	Result_Status_value = map[string]int32{
+		"STATUS_UNSPECIFIED": 0,
+		"STATUS_OK":          1,
+		"STATUS_OFFLINE":     2,
+		"STATUS_UNREACHABLE": 3,
+		"STATUS_BUSY":        4,
+		"STATUS_INVALID":     5,
+	}
+)
+
+func (x Result_Status) Enum() *Result_Status {
+	p := new(Result_Status)
+	*p = x
+	return p
+}
+
+func (x Result_Status) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Result_Status) Descriptor() protoreflect.EnumDescriptor {
+	return file_pb_overlayd_proto_enumTypes[3].Descriptor()
+}
+
+func (Result_Status) Type() protoreflect.EnumType {
+	return &file_pb_overlayd_proto_enumTypes[3]
+}
+
+func (x Result_Status) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Result_Status.Descriptor instead.
+func (Result_Status) EnumDescriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{7, 0}
+}
+
 // Announcement is published by every supernode on the directory topic
 // (protocol.DirectoryTopic) every announce interval, and once with
 // departing = true when it stops serving.
@@ -371,8 +433,12 @@ type AttachRequest struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	ProtocolVersion uint32                 `protobuf:"varint,1,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	Reason          AttachRequest_Reason   `protobuf:"varint,2,opt,name=reason,proto3,enum=overlayd.v1.AttachRequest_Reason" json:"reason,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Strictly increasing per client across its sessions (the client's
+	// clock in nanoseconds at attach): orders presence records, so a late
+	// "detached" from an old supernode cannot erase a newer attachment.
+	SessionSeq    uint64 `protobuf:"varint,3,opt,name=session_seq,json=sessionSeq,proto3" json:"session_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AttachRequest) Reset() {
@@ -417,6 +483,13 @@ func (x *AttachRequest) GetReason() AttachRequest_Reason {
 		return x.Reason
 	}
 	return AttachRequest_REASON_UNSPECIFIED
+}
+
+func (x *AttachRequest) GetSessionSeq() uint64 {
+	if x != nil {
+		return x.SessionSeq
+	}
+	return 0
 }
 
 // AttachResponse is the supernode's one answer to an AttachRequest.
@@ -510,6 +583,16 @@ type SessionFrame struct {
 	//	*SessionFrame_Ping
 	//	*SessionFrame_Pong
 	//	*SessionFrame_Detach
+	//	*SessionFrame_Send
+	//	*SessionFrame_Deliver
+	//	*SessionFrame_Ack
+	//	*SessionFrame_Result
+	//	*SessionFrame_GroupOp
+	//	*SessionFrame_Publish
+	//	*SessionFrame_GroupMessage
+	//	*SessionFrame_Gap
+	//	*SessionFrame_MembersRequest
+	//	*SessionFrame_Members
 	Kind          isSessionFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -579,6 +662,96 @@ func (x *SessionFrame) GetDetach() *Detach {
 	return nil
 }
 
+func (x *SessionFrame) GetSend() *DirectMessage {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_Send); ok {
+			return x.Send
+		}
+	}
+	return nil
+}
+
+func (x *SessionFrame) GetDeliver() *DirectMessage {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_Deliver); ok {
+			return x.Deliver
+		}
+	}
+	return nil
+}
+
+func (x *SessionFrame) GetAck() *Ack {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
+func (x *SessionFrame) GetResult() *Result {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *SessionFrame) GetGroupOp() *GroupOp {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_GroupOp); ok {
+			return x.GroupOp
+		}
+	}
+	return nil
+}
+
+func (x *SessionFrame) GetPublish() *GroupPublish {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_Publish); ok {
+			return x.Publish
+		}
+	}
+	return nil
+}
+
+func (x *SessionFrame) GetGroupMessage() *GroupMessage {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_GroupMessage); ok {
+			return x.GroupMessage
+		}
+	}
+	return nil
+}
+
+func (x *SessionFrame) GetGap() *Gap {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_Gap); ok {
+			return x.Gap
+		}
+	}
+	return nil
+}
+
+func (x *SessionFrame) GetMembersRequest() *MembersRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_MembersRequest); ok {
+			return x.MembersRequest
+		}
+	}
+	return nil
+}
+
+func (x *SessionFrame) GetMembers() *Members {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_Members); ok {
+			return x.Members
+		}
+	}
+	return nil
+}
+
 type isSessionFrame_Kind interface {
 	isSessionFrame_Kind()
 }
@@ -595,11 +768,1274 @@ type SessionFrame_Detach struct {
 	Detach *Detach `protobuf:"bytes,3,opt,name=detach,proto3,oneof"`
 }
 
+type SessionFrame_Send struct {
+	// client → supernode: send a direct message.
+	Send *DirectMessage `protobuf:"bytes,4,opt,name=send,proto3,oneof"`
+}
+
+type SessionFrame_Deliver struct {
+	// supernode → client: a direct message for it.
+	Deliver *DirectMessage `protobuf:"bytes,5,opt,name=deliver,proto3,oneof"`
+}
+
+type SessionFrame_Ack struct {
+	// recipient client → its supernode, and sender's supernode → sender:
+	// the message was delivered.
+	Ack *Ack `protobuf:"bytes,6,opt,name=ack,proto3,oneof"`
+}
+
+type SessionFrame_Result struct {
+	// supernode → client: the outcome of a send or publish it could not
+	// deliver, or a publish's sequence number.
+	Result *Result `protobuf:"bytes,7,opt,name=result,proto3,oneof"`
+}
+
+type SessionFrame_GroupOp struct {
+	// client → supernode: join or leave a group.
+	GroupOp *GroupOp `protobuf:"bytes,8,opt,name=group_op,json=groupOp,proto3,oneof"`
+}
+
+type SessionFrame_Publish struct {
+	// client → supernode: publish to a group.
+	Publish *GroupPublish `protobuf:"bytes,9,opt,name=publish,proto3,oneof"`
+}
+
+type SessionFrame_GroupMessage struct {
+	// supernode → client: a group message.
+	GroupMessage *GroupMessage `protobuf:"bytes,10,opt,name=group_message,json=groupMessage,proto3,oneof"`
+}
+
+type SessionFrame_Gap struct {
+	// supernode → client: frames were dropped because the client read too
+	// slowly.
+	Gap *Gap `protobuf:"bytes,11,opt,name=gap,proto3,oneof"`
+}
+
+type SessionFrame_MembersRequest struct {
+	// client → supernode and back: list a group's members.
+	MembersRequest *MembersRequest `protobuf:"bytes,12,opt,name=members_request,json=membersRequest,proto3,oneof"`
+}
+
+type SessionFrame_Members struct {
+	Members *Members `protobuf:"bytes,13,opt,name=members,proto3,oneof"`
+}
+
 func (*SessionFrame_Ping) isSessionFrame_Kind() {}
 
 func (*SessionFrame_Pong) isSessionFrame_Kind() {}
 
 func (*SessionFrame_Detach) isSessionFrame_Kind() {}
+
+func (*SessionFrame_Send) isSessionFrame_Kind() {}
+
+func (*SessionFrame_Deliver) isSessionFrame_Kind() {}
+
+func (*SessionFrame_Ack) isSessionFrame_Kind() {}
+
+func (*SessionFrame_Result) isSessionFrame_Kind() {}
+
+func (*SessionFrame_GroupOp) isSessionFrame_Kind() {}
+
+func (*SessionFrame_Publish) isSessionFrame_Kind() {}
+
+func (*SessionFrame_GroupMessage) isSessionFrame_Kind() {}
+
+func (*SessionFrame_Gap) isSessionFrame_Kind() {}
+
+func (*SessionFrame_MembersRequest) isSessionFrame_Kind() {}
+
+func (*SessionFrame_Members) isSessionFrame_Kind() {}
+
+// DirectMessage is one message from one peer to another.
+type DirectMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 16 random bytes chosen by the sender; with from, the dedup key.
+	Id      []byte `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	From    []byte `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To      []byte `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Payload []byte `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
+	// The sender's supernode, set by it: where the recipient's ack goes.
+	Origin        []byte `protobuf:"bytes,5,opt,name=origin,proto3" json:"origin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DirectMessage) Reset() {
+	*x = DirectMessage{}
+	mi := &file_pb_overlayd_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DirectMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DirectMessage) ProtoMessage() {}
+
+func (x *DirectMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DirectMessage.ProtoReflect.Descriptor instead.
+func (*DirectMessage) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DirectMessage) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *DirectMessage) GetFrom() []byte {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *DirectMessage) GetTo() []byte {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *DirectMessage) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *DirectMessage) GetOrigin() []byte {
+	if x != nil {
+		return x.Origin
+	}
+	return nil
+}
+
+type Ack struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The recipient (who acks) and the original sender.
+	From []byte `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To   []byte `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	// The sender's supernode, echoed from the DirectMessage.
+	Origin        []byte `protobuf:"bytes,4,opt,name=origin,proto3" json:"origin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ack) Reset() {
+	*x = Ack{}
+	mi := &file_pb_overlayd_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ack) ProtoMessage() {}
+
+func (x *Ack) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ack.ProtoReflect.Descriptor instead.
+func (*Ack) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Ack) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *Ack) GetFrom() []byte {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *Ack) GetTo() []byte {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *Ack) GetOrigin() []byte {
+	if x != nil {
+		return x.Origin
+	}
+	return nil
+}
+
+type Result struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Status Result_Status          `protobuf:"varint,2,opt,name=status,proto3,enum=overlayd.v1.Result_Status" json:"status,omitempty"`
+	Detail string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// For a publish: the group sequence number assigned.
+	Seq           uint64 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	Epoch         uint64 `protobuf:"varint,5,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Result) Reset() {
+	*x = Result{}
+	mi := &file_pb_overlayd_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Result) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Result) ProtoMessage() {}
+
+func (x *Result) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Result.ProtoReflect.Descriptor instead.
+func (*Result) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Result) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *Result) GetStatus() Result_Status {
+	if x != nil {
+		return x.Status
+	}
+	return Result_STATUS_UNSPECIFIED
+}
+
+func (x *Result) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *Result) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Result) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+type GroupOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Join          bool                   `protobuf:"varint,2,opt,name=join,proto3" json:"join,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupOp) Reset() {
+	*x = GroupOp{}
+	mi := &file_pb_overlayd_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupOp) ProtoMessage() {}
+
+func (x *GroupOp) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupOp.ProtoReflect.Descriptor instead.
+func (*GroupOp) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GroupOp) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupOp) GetJoin() bool {
+	if x != nil {
+		return x.Join
+	}
+	return false
+}
+
+type GroupPublish struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Group   string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Id      []byte                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Payload []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Set by the publisher's supernode when it relays to the group home.
+	From          []byte `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`
+	Origin        []byte `protobuf:"bytes,5,opt,name=origin,proto3" json:"origin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupPublish) Reset() {
+	*x = GroupPublish{}
+	mi := &file_pb_overlayd_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupPublish) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupPublish) ProtoMessage() {}
+
+func (x *GroupPublish) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupPublish.ProtoReflect.Descriptor instead.
+func (*GroupPublish) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *GroupPublish) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupPublish) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *GroupPublish) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *GroupPublish) GetFrom() []byte {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *GroupPublish) GetOrigin() []byte {
+	if x != nil {
+		return x.Origin
+	}
+	return nil
+}
+
+// GroupMessage is a group message as the group home numbered it. The home
+// encodes it once and sends the same frame to every supernode holding
+// members; each of those wraps it once for its local members.
+type GroupMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// The home's epoch (its start time in ns): seq restarts with a new home.
+	Epoch         uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	From          []byte `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`
+	Id            []byte `protobuf:"bytes,5,opt,name=id,proto3" json:"id,omitempty"`
+	Payload       []byte `protobuf:"bytes,6,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupMessage) Reset() {
+	*x = GroupMessage{}
+	mi := &file_pb_overlayd_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMessage) ProtoMessage() {}
+
+func (x *GroupMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMessage.ProtoReflect.Descriptor instead.
+func (*GroupMessage) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *GroupMessage) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupMessage) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *GroupMessage) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *GroupMessage) GetFrom() []byte {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *GroupMessage) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *GroupMessage) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+type Gap struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dropped       uint64                 `protobuf:"varint,1,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Gap) Reset() {
+	*x = Gap{}
+	mi := &file_pb_overlayd_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Gap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Gap) ProtoMessage() {}
+
+func (x *Gap) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Gap.ProtoReflect.Descriptor instead.
+func (*Gap) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Gap) GetDropped() uint64 {
+	if x != nil {
+		return x.Dropped
+	}
+	return 0
+}
+
+type MembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembersRequest) Reset() {
+	*x = MembersRequest{}
+	mi := &file_pb_overlayd_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembersRequest) ProtoMessage() {}
+
+func (x *MembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
+func (*MembersRequest) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MembersRequest) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *MembersRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type Members struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Members       [][]byte               `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
+	Error         string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Members) Reset() {
+	*x = Members{}
+	mi := &file_pb_overlayd_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Members) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Members) ProtoMessage() {}
+
+func (x *Members) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Members.ProtoReflect.Descriptor instead.
+func (*Members) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Members) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *Members) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Members) GetMembers() [][]byte {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *Members) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+// RelayFrame is every frame on a supernode-to-supernode link
+// (protocol.RelayID). A link is one long-lived stream per direction.
+type RelayFrame struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*RelayFrame_Deliver
+	//	*RelayFrame_Ack
+	//	*RelayFrame_Nack
+	//	*RelayFrame_Presence
+	//	*RelayFrame_Membership
+	//	*RelayFrame_Publish
+	//	*RelayFrame_GroupMessage
+	//	*RelayFrame_PublishResult
+	Kind          isRelayFrame_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayFrame) Reset() {
+	*x = RelayFrame{}
+	mi := &file_pb_overlayd_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayFrame) ProtoMessage() {}
+
+func (x *RelayFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayFrame.ProtoReflect.Descriptor instead.
+func (*RelayFrame) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RelayFrame) GetKind() isRelayFrame_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetDeliver() *DirectMessage {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_Deliver); ok {
+			return x.Deliver
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetAck() *Ack {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetNack() *DirectMessage {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_Nack); ok {
+			return x.Nack
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetPresence() *PresenceBatch {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_Presence); ok {
+			return x.Presence
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetMembership() *MembershipBatch {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_Membership); ok {
+			return x.Membership
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetPublish() *GroupPublish {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_Publish); ok {
+			return x.Publish
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetGroupMessage() *GroupMessage {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_GroupMessage); ok {
+			return x.GroupMessage
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetPublishResult() *PublishResult {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_PublishResult); ok {
+			return x.PublishResult
+		}
+	}
+	return nil
+}
+
+type isRelayFrame_Kind interface {
+	isRelayFrame_Kind()
+}
+
+type RelayFrame_Deliver struct {
+	Deliver *DirectMessage `protobuf:"bytes,1,opt,name=deliver,proto3,oneof"`
+}
+
+type RelayFrame_Ack struct {
+	Ack *Ack `protobuf:"bytes,2,opt,name=ack,proto3,oneof"`
+}
+
+type RelayFrame_Nack struct {
+	// The recipient is not attached here: the origin drops its cached
+	// location and looks again.
+	Nack *DirectMessage `protobuf:"bytes,3,opt,name=nack,proto3,oneof"`
+}
+
+type RelayFrame_Presence struct {
+	Presence *PresenceBatch `protobuf:"bytes,4,opt,name=presence,proto3,oneof"`
+}
+
+type RelayFrame_Membership struct {
+	Membership *MembershipBatch `protobuf:"bytes,5,opt,name=membership,proto3,oneof"`
+}
+
+type RelayFrame_Publish struct {
+	Publish *GroupPublish `protobuf:"bytes,6,opt,name=publish,proto3,oneof"`
+}
+
+type RelayFrame_GroupMessage struct {
+	GroupMessage *GroupMessage `protobuf:"bytes,7,opt,name=group_message,json=groupMessage,proto3,oneof"`
+}
+
+type RelayFrame_PublishResult struct {
+	// Outcome of a relayed publish, back to the publisher's supernode.
+	PublishResult *PublishResult `protobuf:"bytes,8,opt,name=publish_result,json=publishResult,proto3,oneof"`
+}
+
+func (*RelayFrame_Deliver) isRelayFrame_Kind() {}
+
+func (*RelayFrame_Ack) isRelayFrame_Kind() {}
+
+func (*RelayFrame_Nack) isRelayFrame_Kind() {}
+
+func (*RelayFrame_Presence) isRelayFrame_Kind() {}
+
+func (*RelayFrame_Membership) isRelayFrame_Kind() {}
+
+func (*RelayFrame_Publish) isRelayFrame_Kind() {}
+
+func (*RelayFrame_GroupMessage) isRelayFrame_Kind() {}
+
+func (*RelayFrame_PublishResult) isRelayFrame_Kind() {}
+
+// PublishResult routes a publish's Result to the publishing client.
+type PublishResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	To            []byte                 `protobuf:"bytes,1,opt,name=to,proto3" json:"to,omitempty"`
+	Result        *Result                `protobuf:"bytes,2,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishResult) Reset() {
+	*x = PublishResult{}
+	mi := &file_pb_overlayd_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishResult) ProtoMessage() {}
+
+func (x *PublishResult) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
+func (*PublishResult) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PublishResult) GetTo() []byte {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *PublishResult) GetResult() *Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+// PresenceRecord says where a client is attached.
+type PresenceRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Client        []byte                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	Location      []byte                 `protobuf:"bytes,2,opt,name=location,proto3" json:"location,omitempty"`
+	SessionSeq    uint64                 `protobuf:"varint,3,opt,name=session_seq,json=sessionSeq,proto3" json:"session_seq,omitempty"`
+	Attached      bool                   `protobuf:"varint,4,opt,name=attached,proto3" json:"attached,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceRecord) Reset() {
+	*x = PresenceRecord{}
+	mi := &file_pb_overlayd_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceRecord) ProtoMessage() {}
+
+func (x *PresenceRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceRecord.ProtoReflect.Descriptor instead.
+func (*PresenceRecord) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *PresenceRecord) GetClient() []byte {
+	if x != nil {
+		return x.Client
+	}
+	return nil
+}
+
+func (x *PresenceRecord) GetLocation() []byte {
+	if x != nil {
+		return x.Location
+	}
+	return nil
+}
+
+func (x *PresenceRecord) GetSessionSeq() uint64 {
+	if x != nil {
+		return x.SessionSeq
+	}
+	return 0
+}
+
+func (x *PresenceRecord) GetAttached() bool {
+	if x != nil {
+		return x.Attached
+	}
+	return false
+}
+
+type PresenceBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Records       []*PresenceRecord      `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceBatch) Reset() {
+	*x = PresenceBatch{}
+	mi := &file_pb_overlayd_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceBatch) ProtoMessage() {}
+
+func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceBatch.ProtoReflect.Descriptor instead.
+func (*PresenceBatch) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *PresenceBatch) GetRecords() []*PresenceRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+// MembershipRecord says a client joined or left a group at a supernode.
+type MembershipRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Member        []byte                 `protobuf:"bytes,2,opt,name=member,proto3" json:"member,omitempty"`
+	Supernode     []byte                 `protobuf:"bytes,3,opt,name=supernode,proto3" json:"supernode,omitempty"`
+	Join          bool                   `protobuf:"varint,4,opt,name=join,proto3" json:"join,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembershipRecord) Reset() {
+	*x = MembershipRecord{}
+	mi := &file_pb_overlayd_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembershipRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembershipRecord) ProtoMessage() {}
+
+func (x *MembershipRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembershipRecord.ProtoReflect.Descriptor instead.
+func (*MembershipRecord) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *MembershipRecord) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *MembershipRecord) GetMember() []byte {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+func (x *MembershipRecord) GetSupernode() []byte {
+	if x != nil {
+		return x.Supernode
+	}
+	return nil
+}
+
+func (x *MembershipRecord) GetJoin() bool {
+	if x != nil {
+		return x.Join
+	}
+	return false
+}
+
+type MembershipBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Records       []*MembershipRecord    `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembershipBatch) Reset() {
+	*x = MembershipBatch{}
+	mi := &file_pb_overlayd_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembershipBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembershipBatch) ProtoMessage() {}
+
+func (x *MembershipBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembershipBatch.ProtoReflect.Descriptor instead.
+func (*MembershipBatch) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *MembershipBatch) GetRecords() []*MembershipRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+// LookupRequest asks a home-cluster member where a client is
+// (protocol.LookupID), or a group home for a group's members.
+type LookupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Client        []byte                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	Group         string                 `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupRequest) Reset() {
+	*x = LookupRequest{}
+	mi := &file_pb_overlayd_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupRequest) ProtoMessage() {}
+
+func (x *LookupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
+func (*LookupRequest) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *LookupRequest) GetClient() []byte {
+	if x != nil {
+		return x.Client
+	}
+	return nil
+}
+
+func (x *LookupRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+type LookupResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Location      []byte                 `protobuf:"bytes,2,opt,name=location,proto3" json:"location,omitempty"`
+	LocationAddrs [][]byte               `protobuf:"bytes,3,rep,name=location_addrs,json=locationAddrs,proto3" json:"location_addrs,omitempty"`
+	Members       [][]byte               `protobuf:"bytes,4,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupResponse) Reset() {
+	*x = LookupResponse{}
+	mi := &file_pb_overlayd_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupResponse) ProtoMessage() {}
+
+func (x *LookupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
+func (*LookupResponse) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *LookupResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *LookupResponse) GetLocation() []byte {
+	if x != nil {
+		return x.Location
+	}
+	return nil
+}
+
+func (x *LookupResponse) GetLocationAddrs() [][]byte {
+	if x != nil {
+		return x.LocationAddrs
+	}
+	return nil
+}
+
+func (x *LookupResponse) GetMembers() [][]byte {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
 
 // Ping is the client's keepalive; the supernode answers each with a Pong
 // carrying the same seq.
@@ -612,7 +2048,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_pb_overlayd_proto_msgTypes[5]
+	mi := &file_pb_overlayd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +2060,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[5]
+	mi := &file_pb_overlayd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,7 +2073,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{5}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Ping) GetSeq() uint64 {
@@ -657,7 +2093,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_pb_overlayd_proto_msgTypes[6]
+	mi := &file_pb_overlayd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -669,7 +2105,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[6]
+	mi := &file_pb_overlayd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -682,7 +2118,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{6}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Pong) GetSeq() uint64 {
@@ -709,7 +2145,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_pb_overlayd_proto_msgTypes[7]
+	mi := &file_pb_overlayd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +2157,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[7]
+	mi := &file_pb_overlayd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,7 +2170,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{7}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Detach) GetReason() string {
@@ -776,10 +2212,12 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\tdeparting\x18\t \x01(\bR\tdeparting\":\n" +
 	"\tPeerAddrs\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\fR\x06peerId\x12\x14\n" +
-	"\x05addrs\x18\x02 \x03(\fR\x05addrs\"\xd3\x01\n" +
+	"\x05addrs\x18\x02 \x03(\fR\x05addrs\"\xf4\x01\n" +
 	"\rAttachRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x129\n" +
-	"\x06reason\x18\x02 \x01(\x0e2!.overlayd.v1.AttachRequest.ReasonR\x06reason\"\\\n" +
+	"\x06reason\x18\x02 \x01(\x0e2!.overlayd.v1.AttachRequest.ReasonR\x06reason\x12\x1f\n" +
+	"\vsession_seq\x18\x03 \x01(\x04R\n" +
+	"sessionSeq\"\\\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INITIAL\x10\x01\x12\x13\n" +
@@ -795,12 +2233,112 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATUS_ACCEPT\x10\x01\x12\x0f\n" +
 	"\vSTATUS_BUSY\x10\x02\x12\x13\n" +
-	"\x0fSTATUS_REDIRECT\x10\x03\"\x97\x01\n" +
+	"\x0fSTATUS_REDIRECT\x10\x03\"\xa2\x05\n" +
 	"\fSessionFrame\x12'\n" +
 	"\x04ping\x18\x01 \x01(\v2\x11.overlayd.v1.PingH\x00R\x04ping\x12'\n" +
 	"\x04pong\x18\x02 \x01(\v2\x11.overlayd.v1.PongH\x00R\x04pong\x12-\n" +
-	"\x06detach\x18\x03 \x01(\v2\x13.overlayd.v1.DetachH\x00R\x06detachB\x06\n" +
-	"\x04kind\"\x18\n" +
+	"\x06detach\x18\x03 \x01(\v2\x13.overlayd.v1.DetachH\x00R\x06detach\x120\n" +
+	"\x04send\x18\x04 \x01(\v2\x1a.overlayd.v1.DirectMessageH\x00R\x04send\x126\n" +
+	"\adeliver\x18\x05 \x01(\v2\x1a.overlayd.v1.DirectMessageH\x00R\adeliver\x12$\n" +
+	"\x03ack\x18\x06 \x01(\v2\x10.overlayd.v1.AckH\x00R\x03ack\x12-\n" +
+	"\x06result\x18\a \x01(\v2\x13.overlayd.v1.ResultH\x00R\x06result\x121\n" +
+	"\bgroup_op\x18\b \x01(\v2\x14.overlayd.v1.GroupOpH\x00R\agroupOp\x125\n" +
+	"\apublish\x18\t \x01(\v2\x19.overlayd.v1.GroupPublishH\x00R\apublish\x12@\n" +
+	"\rgroup_message\x18\n" +
+	" \x01(\v2\x19.overlayd.v1.GroupMessageH\x00R\fgroupMessage\x12$\n" +
+	"\x03gap\x18\v \x01(\v2\x10.overlayd.v1.GapH\x00R\x03gap\x12F\n" +
+	"\x0fmembers_request\x18\f \x01(\v2\x1b.overlayd.v1.MembersRequestH\x00R\x0emembersRequest\x120\n" +
+	"\amembers\x18\r \x01(\v2\x14.overlayd.v1.MembersH\x00R\amembersB\x06\n" +
+	"\x04kind\"u\n" +
+	"\rDirectMessage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\fR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\fR\x02to\x12\x18\n" +
+	"\apayload\x18\x04 \x01(\fR\apayload\x12\x16\n" +
+	"\x06origin\x18\x05 \x01(\fR\x06origin\"Q\n" +
+	"\x03Ack\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\fR\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\fR\x02to\x12\x16\n" +
+	"\x06origin\x18\x04 \x01(\fR\x06origin\"\x8f\x02\n" +
+	"\x06Result\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x122\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x1a.overlayd.v1.Result.StatusR\x06status\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\x80\x01\n" +
+	"\x06Status\x12\x16\n" +
+	"\x12STATUS_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tSTATUS_OK\x10\x01\x12\x12\n" +
+	"\x0eSTATUS_OFFLINE\x10\x02\x12\x16\n" +
+	"\x12STATUS_UNREACHABLE\x10\x03\x12\x0f\n" +
+	"\vSTATUS_BUSY\x10\x04\x12\x12\n" +
+	"\x0eSTATUS_INVALID\x10\x05\"3\n" +
+	"\aGroupOp\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
+	"\x04join\x18\x02 \x01(\bR\x04join\"z\n" +
+	"\fGroupPublish\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\fR\x02id\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\fR\x04from\x12\x16\n" +
+	"\x06origin\x18\x05 \x01(\fR\x06origin\"\x8a\x01\n" +
+	"\fGroupMessage\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\fR\x04from\x12\x0e\n" +
+	"\x02id\x18\x05 \x01(\fR\x02id\x12\x18\n" +
+	"\apayload\x18\x06 \x01(\fR\apayload\"\x1f\n" +
+	"\x03Gap\x12\x18\n" +
+	"\adropped\x18\x01 \x01(\x04R\adropped\"6\n" +
+	"\x0eMembersRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"_\n" +
+	"\aMembers\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x18\n" +
+	"\amembers\x18\x03 \x03(\fR\amembers\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xdc\x03\n" +
+	"\n" +
+	"RelayFrame\x126\n" +
+	"\adeliver\x18\x01 \x01(\v2\x1a.overlayd.v1.DirectMessageH\x00R\adeliver\x12$\n" +
+	"\x03ack\x18\x02 \x01(\v2\x10.overlayd.v1.AckH\x00R\x03ack\x120\n" +
+	"\x04nack\x18\x03 \x01(\v2\x1a.overlayd.v1.DirectMessageH\x00R\x04nack\x128\n" +
+	"\bpresence\x18\x04 \x01(\v2\x1a.overlayd.v1.PresenceBatchH\x00R\bpresence\x12>\n" +
+	"\n" +
+	"membership\x18\x05 \x01(\v2\x1c.overlayd.v1.MembershipBatchH\x00R\n" +
+	"membership\x125\n" +
+	"\apublish\x18\x06 \x01(\v2\x19.overlayd.v1.GroupPublishH\x00R\apublish\x12@\n" +
+	"\rgroup_message\x18\a \x01(\v2\x19.overlayd.v1.GroupMessageH\x00R\fgroupMessage\x12C\n" +
+	"\x0epublish_result\x18\b \x01(\v2\x1a.overlayd.v1.PublishResultH\x00R\rpublishResultB\x06\n" +
+	"\x04kind\"L\n" +
+	"\rPublishResult\x12\x0e\n" +
+	"\x02to\x18\x01 \x01(\fR\x02to\x12+\n" +
+	"\x06result\x18\x02 \x01(\v2\x13.overlayd.v1.ResultR\x06result\"\x81\x01\n" +
+	"\x0ePresenceRecord\x12\x16\n" +
+	"\x06client\x18\x01 \x01(\fR\x06client\x12\x1a\n" +
+	"\blocation\x18\x02 \x01(\fR\blocation\x12\x1f\n" +
+	"\vsession_seq\x18\x03 \x01(\x04R\n" +
+	"sessionSeq\x12\x1a\n" +
+	"\battached\x18\x04 \x01(\bR\battached\"F\n" +
+	"\rPresenceBatch\x125\n" +
+	"\arecords\x18\x01 \x03(\v2\x1b.overlayd.v1.PresenceRecordR\arecords\"r\n" +
+	"\x10MembershipRecord\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
+	"\x06member\x18\x02 \x01(\fR\x06member\x12\x1c\n" +
+	"\tsupernode\x18\x03 \x01(\fR\tsupernode\x12\x12\n" +
+	"\x04join\x18\x04 \x01(\bR\x04join\"J\n" +
+	"\x0fMembershipBatch\x127\n" +
+	"\arecords\x18\x01 \x03(\v2\x1d.overlayd.v1.MembershipRecordR\arecords\"=\n" +
+	"\rLookupRequest\x12\x16\n" +
+	"\x06client\x18\x01 \x01(\fR\x06client\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"\x83\x01\n" +
+	"\x0eLookupResponse\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x1a\n" +
+	"\blocation\x18\x02 \x01(\fR\blocation\x12%\n" +
+	"\x0elocation_addrs\x18\x03 \x03(\fR\rlocationAddrs\x12\x18\n" +
+	"\amembers\x18\x04 \x03(\fR\amembers\"\x18\n" +
 	"\x04Ping\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x18\n" +
 	"\x04Pong\x12\x10\n" +
@@ -826,35 +2364,75 @@ func file_pb_overlayd_proto_rawDescGZIP() []byte {
 	return file_pb_overlayd_proto_rawDescData
 }
 
-var file_pb_overlayd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_pb_overlayd_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_pb_overlayd_proto_goTypes = []any{
 	(Role)(0),                  // 0: overlayd.v1.Role
 	(AttachRequest_Reason)(0),  // 1: overlayd.v1.AttachRequest.Reason
 	(AttachResponse_Status)(0), // 2: overlayd.v1.AttachResponse.Status
-	(*Announcement)(nil),       // 3: overlayd.v1.Announcement
-	(*PeerAddrs)(nil),          // 4: overlayd.v1.PeerAddrs
-	(*AttachRequest)(nil),      // 5: overlayd.v1.AttachRequest
-	(*AttachResponse)(nil),     // 6: overlayd.v1.AttachResponse
-	(*SessionFrame)(nil),       // 7: overlayd.v1.SessionFrame
-	(*Ping)(nil),               // 8: overlayd.v1.Ping
-	(*Pong)(nil),               // 9: overlayd.v1.Pong
-	(*Detach)(nil),             // 10: overlayd.v1.Detach
+	(Result_Status)(0),         // 3: overlayd.v1.Result.Status
+	(*Announcement)(nil),       // 4: overlayd.v1.Announcement
+	(*PeerAddrs)(nil),          // 5: overlayd.v1.PeerAddrs
+	(*AttachRequest)(nil),      // 6: overlayd.v1.AttachRequest
+	(*AttachResponse)(nil),     // 7: overlayd.v1.AttachResponse
+	(*SessionFrame)(nil),       // 8: overlayd.v1.SessionFrame
+	(*DirectMessage)(nil),      // 9: overlayd.v1.DirectMessage
+	(*Ack)(nil),                // 10: overlayd.v1.Ack
+	(*Result)(nil),             // 11: overlayd.v1.Result
+	(*GroupOp)(nil),            // 12: overlayd.v1.GroupOp
+	(*GroupPublish)(nil),       // 13: overlayd.v1.GroupPublish
+	(*GroupMessage)(nil),       // 14: overlayd.v1.GroupMessage
+	(*Gap)(nil),                // 15: overlayd.v1.Gap
+	(*MembersRequest)(nil),     // 16: overlayd.v1.MembersRequest
+	(*Members)(nil),            // 17: overlayd.v1.Members
+	(*RelayFrame)(nil),         // 18: overlayd.v1.RelayFrame
+	(*PublishResult)(nil),      // 19: overlayd.v1.PublishResult
+	(*PresenceRecord)(nil),     // 20: overlayd.v1.PresenceRecord
+	(*PresenceBatch)(nil),      // 21: overlayd.v1.PresenceBatch
+	(*MembershipRecord)(nil),   // 22: overlayd.v1.MembershipRecord
+	(*MembershipBatch)(nil),    // 23: overlayd.v1.MembershipBatch
+	(*LookupRequest)(nil),      // 24: overlayd.v1.LookupRequest
+	(*LookupResponse)(nil),     // 25: overlayd.v1.LookupResponse
+	(*Ping)(nil),               // 26: overlayd.v1.Ping
+	(*Pong)(nil),               // 27: overlayd.v1.Pong
+	(*Detach)(nil),             // 28: overlayd.v1.Detach
 }
 var file_pb_overlayd_proto_depIdxs = []int32{
 	0,  // 0: overlayd.v1.Announcement.role:type_name -> overlayd.v1.Role
 	1,  // 1: overlayd.v1.AttachRequest.reason:type_name -> overlayd.v1.AttachRequest.Reason
 	2,  // 2: overlayd.v1.AttachResponse.status:type_name -> overlayd.v1.AttachResponse.Status
-	4,  // 3: overlayd.v1.AttachResponse.alternatives:type_name -> overlayd.v1.PeerAddrs
-	8,  // 4: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
-	9,  // 5: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
-	10, // 6: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
-	4,  // 7: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
-	8,  // [8:8] is the sub-list for method output_type
-	8,  // [8:8] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	5,  // 3: overlayd.v1.AttachResponse.alternatives:type_name -> overlayd.v1.PeerAddrs
+	26, // 4: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
+	27, // 5: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
+	28, // 6: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
+	9,  // 7: overlayd.v1.SessionFrame.send:type_name -> overlayd.v1.DirectMessage
+	9,  // 8: overlayd.v1.SessionFrame.deliver:type_name -> overlayd.v1.DirectMessage
+	10, // 9: overlayd.v1.SessionFrame.ack:type_name -> overlayd.v1.Ack
+	11, // 10: overlayd.v1.SessionFrame.result:type_name -> overlayd.v1.Result
+	12, // 11: overlayd.v1.SessionFrame.group_op:type_name -> overlayd.v1.GroupOp
+	13, // 12: overlayd.v1.SessionFrame.publish:type_name -> overlayd.v1.GroupPublish
+	14, // 13: overlayd.v1.SessionFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	15, // 14: overlayd.v1.SessionFrame.gap:type_name -> overlayd.v1.Gap
+	16, // 15: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
+	17, // 16: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
+	3,  // 17: overlayd.v1.Result.status:type_name -> overlayd.v1.Result.Status
+	9,  // 18: overlayd.v1.RelayFrame.deliver:type_name -> overlayd.v1.DirectMessage
+	10, // 19: overlayd.v1.RelayFrame.ack:type_name -> overlayd.v1.Ack
+	9,  // 20: overlayd.v1.RelayFrame.nack:type_name -> overlayd.v1.DirectMessage
+	21, // 21: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
+	23, // 22: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
+	13, // 23: overlayd.v1.RelayFrame.publish:type_name -> overlayd.v1.GroupPublish
+	14, // 24: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	19, // 25: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
+	11, // 26: overlayd.v1.PublishResult.result:type_name -> overlayd.v1.Result
+	20, // 27: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
+	22, // 28: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
+	5,  // 29: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_pb_overlayd_proto_init() }
@@ -866,14 +2444,34 @@ func file_pb_overlayd_proto_init() {
 		(*SessionFrame_Ping)(nil),
 		(*SessionFrame_Pong)(nil),
 		(*SessionFrame_Detach)(nil),
+		(*SessionFrame_Send)(nil),
+		(*SessionFrame_Deliver)(nil),
+		(*SessionFrame_Ack)(nil),
+		(*SessionFrame_Result)(nil),
+		(*SessionFrame_GroupOp)(nil),
+		(*SessionFrame_Publish)(nil),
+		(*SessionFrame_GroupMessage)(nil),
+		(*SessionFrame_Gap)(nil),
+		(*SessionFrame_MembersRequest)(nil),
+		(*SessionFrame_Members)(nil),
+	}
+	file_pb_overlayd_proto_msgTypes[14].OneofWrappers = []any{
+		(*RelayFrame_Deliver)(nil),
+		(*RelayFrame_Ack)(nil),
+		(*RelayFrame_Nack)(nil),
+		(*RelayFrame_Presence)(nil),
+		(*RelayFrame_Membership)(nil),
+		(*RelayFrame_Publish)(nil),
+		(*RelayFrame_GroupMessage)(nil),
+		(*RelayFrame_PublishResult)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_overlayd_proto_rawDesc), len(file_pb_overlayd_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   8,
+			NumEnums:      4,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -1,0 +1,194 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/protocol"
+)
+
+// keyHomedAt returns a client key whose home cluster starts at sn.
+func keyHomedAt(t *testing.T, sns []*Node, sn *Node) crypto.PrivKey {
+	t.Helper()
+	for range 1000 {
+		k, id := newKey(t)
+		if h := HomeCluster(sns[0].Ring(), id); len(h) > 0 && h[0] == sn.ID() {
+			return k
+		}
+	}
+	t.Fatal("no key homed at the supernode in 1000 tries")
+	return nil
+}
+
+// clientAt starts a client attached to sn and listening.
+func clientAt(t *testing.T, sns []*Node, sn *Node) (*Node, *Listener) {
+	t.Helper()
+	c := startClient(t, p2pAddr(sns[0]), WithIdentity(keyHomedAt(t, sns, sn)))
+	waitFor(t, 5*time.Second, "attached", func() bool { return c.attachmentForTest() == sn.ID() })
+	l, err := c.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	return c, l
+}
+
+// next reads one inbound message or fails.
+func next(t *testing.T, l *Listener, within time.Duration) Inbound {
+	t.Helper()
+	select {
+	case in := <-l.C:
+		return in
+	case <-time.After(within):
+		t.Fatalf("no message within %v", within)
+		return Inbound{}
+	}
+}
+
+func noMore(t *testing.T, l *Listener, within time.Duration) {
+	t.Helper()
+	select {
+	case in := <-l.C:
+		t.Fatalf("unexpected message %+v", in)
+	case <-time.After(within):
+	}
+}
+
+func TestDirectMessageAcrossSupernodes(t *testing.T) {
+	sns := supernodes(t, 2, 10)
+	a, _ := clientAt(t, sns, sns[0])
+	b, lb := clientAt(t, sns, sns[1])
+	ctx := context.Background()
+	const n = 20
+	for i := range n {
+		if _, err := a.Send(ctx, b.ID(), fmt.Appendf(nil, "m%02d", i)); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	for i := range n {
+		in := next(t, lb, 2*time.Second)
+		if in.Kind != "direct" || in.From != a.ID().String() || in.Text != fmt.Sprintf("m%02d", i) {
+			t.Fatalf("message %d: %+v", i, in)
+		}
+	}
+	noMore(t, lb, 300*time.Millisecond)
+	if r := sns[0].router.Stats(); r.Relayed.Load() < n {
+		t.Fatalf("relayed %d, want %d: the messages did not cross supernodes", r.Relayed.Load(), n)
+	}
+}
+
+func TestSendErrors(t *testing.T) {
+	sns := supernodes(t, 2, 10)
+	a, _ := clientAt(t, sns, sns[0])
+	ctx := context.Background()
+	_, stranger := newKey(t)
+	if _, err := a.Send(ctx, stranger, []byte("hi")); !errors.Is(err, ErrOffline) {
+		t.Fatalf("to an unknown peer: %v, want ErrOffline", err)
+	}
+	if _, err := a.Send(ctx, sns[1].ID(), make([]byte, protocol.MaxPayload+1)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversize payload: %v, want ErrTooLarge", err)
+	}
+	// A recipient that was online and left.
+	b, _ := clientAt(t, sns, sns[1])
+	bid := b.ID()
+	b.Close()
+	waitFor(t, 5*time.Second, "b gone", func() bool { return !sns[1].admission.Has(bid) })
+	if _, err := a.Send(ctx, bid, []byte("hi")); !errors.Is(err, ErrOffline) {
+		t.Fatalf("to a departed peer: %v, want ErrOffline", err)
+	}
+}
+
+func TestDirectMessageSurvivesSupernodeLoss(t *testing.T) {
+	sns := supernodes(t, 3, 10)
+	a, _ := clientAt(t, sns, sns[0])
+	b, lb := clientAt(t, sns, sns[1])
+	ctx := context.Background()
+	if _, err := a.Send(ctx, b.ID(), []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	if in := next(t, lb, 2*time.Second); in.Text != "before" {
+		t.Fatalf("got %+v", in)
+	}
+	sns[1].CloseAbruptlyForTest()
+	waitFor(t, 10*time.Second, "b re-attached", func() bool {
+		s := b.attachmentForTest()
+		return s != "" && s != sns[1].ID()
+	})
+	for i := range 5 {
+		if _, err := a.Send(ctx, b.ID(), fmt.Appendf(nil, "after%d", i)); err != nil {
+			t.Fatalf("send after failover %d: %v", i, err)
+		}
+	}
+	for i := range 5 {
+		if in := next(t, lb, 3*time.Second); in.Text != fmt.Sprintf("after%d", i) {
+			t.Fatalf("after failover, message %d: %+v", i, in)
+		}
+	}
+	noMore(t, lb, 500*time.Millisecond)
+}
+
+func TestGroupFanoutBatchedPerSupernode(t *testing.T) {
+	sns := supernodes(t, 4, 20)
+	const perSN = 2
+	var members []*Node
+	var ls []*Listener
+	for _, sn := range sns {
+		for range perSN {
+			c, l := clientAt(t, sns, sn)
+			members = append(members, c)
+			ls = append(ls, l)
+		}
+	}
+	const group = "team"
+	for _, c := range members {
+		if err := c.JoinGroup(group); err != nil {
+			t.Fatal(err)
+		}
+	}
+	homeID, _ := peer.Decode(sns[0].Ring().Lookup([]byte(group)))
+	home := byID(sns, homeID)
+	waitFor(t, 5*time.Second, "home knows every member", func() bool {
+		ms, err := members[0].GroupMembers(context.Background(), group)
+		return err == nil && len(ms) == len(members)
+	})
+	before := map[peer.ID]uint64{}
+	for _, sn := range sns {
+		before[sn.ID()] = home.router.FramesSentForTest(sn.ID())
+	}
+	const msgs = 10
+	for i := range msgs {
+		res, err := members[i%len(members)].Publish(context.Background(), group, fmt.Appendf(nil, "g%d", i))
+		if err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+		if res.Seq == 0 {
+			t.Fatal("no sequence number")
+		}
+	}
+	for k, l := range ls {
+		var last uint64
+		for i := range msgs {
+			in := next(t, l, 3*time.Second)
+			if in.Kind != "group" || in.Group != group || in.Seq <= last {
+				t.Fatalf("member %d, message %d: %+v (last seq %d)", k, i, in, last)
+			}
+			last = in.Seq
+		}
+	}
+	for _, l := range ls {
+		noMore(t, l, 100*time.Millisecond)
+	}
+	// Exactly one GroupMessage frame per publish to each other supernode
+	// holding members. Other relay frames (presence refreshes, publish
+	// results) also cross these links, so count group frames: the home's
+	// counter of group frames, and the per-link totals as an upper bound.
+	if got, want := home.router.Stats().GroupFramesSent.Load(), uint64(msgs*(len(sns)-1)); got != want {
+		t.Fatalf("group frames sent by the home = %d, want %d (one per publish per other supernode)", got, want)
+	}
+}

@@ -1,0 +1,306 @@
+package supernode
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/supernode/fanout"
+)
+
+// Groups: a group's home is the ring owner of its name. The home keeps the
+// members grouped by the supernode each is attached to, numbers every
+// publish, and sends ONE frame per supernode holding members (Manifold).
+// Each of those supernodes wraps the message once and fans it out to its
+// local members through the fanout engine.
+
+// homeGroup is the group home's view of one group.
+type homeGroup struct {
+	seq     uint64
+	at      map[peer.ID]peer.ID   // member → its supernode
+	seen    map[peer.ID]time.Time // member → when its record expires
+	bySN    map[peer.ID]int       // supernode → members there
+	lastUse time.Time
+}
+
+func newHomeGroup() *homeGroup {
+	return &homeGroup{at: map[peer.ID]peer.ID{}, seen: map[peer.ID]time.Time{}, bySN: map[peer.ID]int{}}
+}
+
+func (hg *homeGroup) join(m, sn peer.ID, expires time.Time) {
+	if old, ok := hg.at[m]; ok {
+		if old == sn {
+			hg.seen[m] = expires
+			return
+		}
+		hg.leave(m, old)
+	}
+	hg.at[m], hg.seen[m] = sn, expires
+	hg.bySN[sn]++
+}
+
+func (hg *homeGroup) leave(m, sn peer.ID) {
+	if hg.at[m] != sn {
+		return
+	}
+	delete(hg.at, m)
+	delete(hg.seen, m)
+	if hg.bySN[sn]--; hg.bySN[sn] <= 0 {
+		delete(hg.bySN, sn)
+	}
+}
+
+func (hg *homeGroup) expire(now time.Time) {
+	for m, t := range hg.seen {
+		if !now.Before(t) {
+			hg.leave(m, hg.at[m])
+		}
+	}
+}
+
+type membershipUpdate struct {
+	group  string
+	member peer.ID
+	join   bool
+}
+
+func validGroup(g string) error {
+	if g == "" || len(g) > protocol.MaxGroupName {
+		return fmt.Errorf("group name must be 1 to %d bytes", protocol.MaxGroupName)
+	}
+	return nil
+}
+
+// groupHome returns the ring owner of a group.
+func (r *Router) groupHome(group string) (peer.ID, bool) {
+	rg := r.cfg.Ring()
+	if rg == nil {
+		return "", false
+	}
+	p, err := peer.Decode(rg.Lookup([]byte(group)))
+	return p, err == nil
+}
+
+// onGroupOp joins or leaves a group for a local client.
+func (r *Router) onGroupOp(client peer.ID, op *pb.GroupOp) {
+	g := op.GetGroup()
+	if validGroup(g) != nil {
+		return
+	}
+	sink, ok := r.adm.Sink(client)
+	if !ok {
+		return
+	}
+	r.mu.Lock()
+	if op.GetJoin() {
+		if r.joined[client] == nil {
+			r.joined[client] = map[string]bool{}
+		}
+		r.joined[client][g] = true
+		lg := r.local[g]
+		if lg == nil {
+			lg = r.cfg.Fanout.NewGroup()
+			r.local[g] = lg
+		}
+		lg.Add(string(client), sink)
+	} else {
+		delete(r.joined[client], g)
+		if lg := r.local[g]; lg != nil {
+			lg.Remove(string(client))
+			if lg.Len() == 0 {
+				delete(r.local, g)
+			}
+		}
+	}
+	r.mu.Unlock()
+	r.sendMembership([]membershipUpdate{{group: g, member: client, join: op.GetJoin()}})
+}
+
+// sendMembership tells each group's home, one batch per home.
+func (r *Router) sendMembership(ups []membershipUpdate) {
+	batches := map[peer.ID][]*pb.MembershipRecord{}
+	self := r.self()
+	for _, u := range ups {
+		h, ok := r.groupHome(u.group)
+		if !ok {
+			continue
+		}
+		batches[h] = append(batches[h], &pb.MembershipRecord{Group: u.group, Member: []byte(u.member), Supernode: []byte(self), Join: u.join})
+	}
+	for h, recs := range batches {
+		for len(recs) > 0 {
+			n := min(len(recs), batchLimit)
+			b := &pb.MembershipBatch{Records: recs[:n]}
+			recs = recs[n:]
+			if h == self {
+				r.applyMembership(self, b)
+				continue
+			}
+			r.links.send(h, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Membership{Membership: b}}))
+		}
+	}
+}
+
+// applyMembership records what supernode from says about its own clients.
+func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
+	now := r.cfg.Now()
+	expires := now.Add(3 * r.cfg.Refresh)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range b.GetRecords() {
+		m, err := peer.IDFromBytes(rec.GetMember())
+		if err != nil || validGroup(rec.GetGroup()) != nil || peer.ID(rec.GetSupernode()) != from {
+			continue
+		}
+		hg := r.homes[rec.GetGroup()]
+		if hg == nil {
+			if !rec.GetJoin() {
+				continue
+			}
+			hg = newHomeGroup()
+			r.homes[rec.GetGroup()] = hg
+		}
+		hg.lastUse = now
+		if rec.GetJoin() {
+			hg.join(m, from, expires)
+		} else {
+			hg.leave(m, from)
+		}
+	}
+}
+
+// onPublish relays a local client's publish to the group's home.
+func (r *Router) onPublish(client peer.ID, p *pb.GroupPublish) {
+	switch {
+	case len(p.GetId()) != protocol.MessageIDLen:
+		r.result(client, p.GetId(), pb.Result_STATUS_INVALID, "message id must be 16 bytes")
+		return
+	case validGroup(p.GetGroup()) != nil:
+		r.result(client, p.GetId(), pb.Result_STATUS_INVALID, validGroup(p.GetGroup()).Error())
+		return
+	case len(p.GetPayload()) > protocol.MaxPayload:
+		r.result(client, p.GetId(), pb.Result_STATUS_INVALID, fmt.Sprintf("payload of %d bytes, limit %d", len(p.GetPayload()), protocol.MaxPayload))
+		return
+	}
+	pub := &pb.GroupPublish{Group: p.GetGroup(), Id: p.GetId(), Payload: p.GetPayload(), From: []byte(client), Origin: []byte(r.self())}
+	h, ok := r.groupHome(pub.Group)
+	switch {
+	case !ok:
+		r.result(client, p.GetId(), pb.Result_STATUS_UNREACHABLE, "no ring yet: the group has no home")
+	case h == r.self():
+		r.homePublish(pub)
+	case !r.links.send(h, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Publish{Publish: pub}})):
+		r.result(client, p.GetId(), pb.Result_STATUS_UNREACHABLE, "group home cannot be reached")
+	}
+}
+
+// homePublish numbers a publish and sends it once to each supernode
+// holding members: the frame is encoded once and the same bytes go to
+// every link.
+func (r *Router) homePublish(p *pb.GroupPublish) {
+	r.mu.Lock()
+	hg := r.homes[p.GetGroup()]
+	if hg == nil {
+		hg = newHomeGroup()
+		r.homes[p.GetGroup()] = hg
+	}
+	hg.seq++
+	hg.lastUse = r.cfg.Now()
+	seq := hg.seq
+	sns := make([]peer.ID, 0, len(hg.bySN))
+	for sn := range hg.bySN {
+		sns = append(sns, sn)
+	}
+	r.mu.Unlock()
+	r.stats.GroupPublishes.Add(1)
+	gm := &pb.GroupMessage{Group: p.GetGroup(), Epoch: r.epoch, Seq: seq, From: p.GetFrom(), Id: p.GetId(), Payload: p.GetPayload()}
+	frame := encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: gm}})
+	self := r.self()
+	for _, sn := range sns {
+		if sn == self {
+			r.fanoutLocal(gm)
+			continue
+		}
+		if r.links.send(sn, frame) {
+			r.stats.GroupFramesSent.Add(1)
+		}
+	}
+	res := &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_OK, Seq: seq, Epoch: r.epoch}
+	origin := peer.ID(p.GetOrigin())
+	if origin == self {
+		if to, err := peer.IDFromBytes(p.GetFrom()); err == nil {
+			r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: res}}))
+		}
+		return
+	}
+	r.links.send(origin, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_PublishResult{PublishResult: &pb.PublishResult{To: p.GetFrom(), Result: res}}}))
+}
+
+// fanoutLocal delivers a group message to this supernode's local members:
+// wrapped once, fanned out by the engine under the fanout semaphore.
+func (r *Router) fanoutLocal(gm *pb.GroupMessage) {
+	r.mu.Lock()
+	lg := r.local[gm.GetGroup()]
+	r.mu.Unlock()
+	if lg == nil {
+		return
+	}
+	if !r.cfg.Sems.Fanout.TryAcquire() {
+		r.stats.FanoutRefused.Add(1)
+		return
+	}
+	frame := encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}})
+	err := r.cfg.Fanout.Fanout(lg, frame, func(fanout.Result) { r.cfg.Sems.Fanout.Release() })
+	if err != nil {
+		r.cfg.Sems.Fanout.Release()
+		r.stats.FanoutRefused.Add(1)
+		return
+	}
+	r.stats.GroupFanouts.Add(1)
+}
+
+// onMembersRequest answers a client's "members of group" from the home.
+func (r *Router) onMembersRequest(client peer.ID, req *pb.MembersRequest) {
+	reply := func(ms [][]byte, errText string) {
+		r.adm.Send(client, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Members{Members: &pb.Members{
+			Id: req.GetId(), Group: req.GetGroup(), Members: ms, Error: errText,
+		}}}))
+	}
+	if err := validGroup(req.GetGroup()); err != nil {
+		reply(nil, err.Error())
+		return
+	}
+	h, ok := r.groupHome(req.GetGroup())
+	if !ok {
+		reply(nil, "no ring yet: the group has no home")
+		return
+	}
+	if h == r.self() {
+		r.mu.Lock()
+		var ms [][]byte
+		if hg := r.homes[req.GetGroup()]; hg != nil {
+			for m := range hg.at {
+				ms = append(ms, []byte(m))
+			}
+		}
+		r.mu.Unlock()
+		reply(ms, "")
+		return
+	}
+	if !r.cfg.Sems.Lookups.TryAcquire() {
+		reply(nil, "supernode busy")
+		return
+	}
+	r.wg.Go(func() {
+		defer r.cfg.Sems.Lookups.Release()
+		resp, err := r.lookup(h, &pb.LookupRequest{Group: req.GetGroup()})
+		if err != nil {
+			reply(nil, "group home unreachable: "+err.Error())
+			return
+		}
+		reply(resp.GetMembers(), "")
+	})
+}

@@ -1,0 +1,277 @@
+package supernode
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/protocol/pb"
+)
+
+// Presence: a client's location is kept by the members of its home
+// cluster (ring.LookupN(client ID, R)). The supernode a client attaches to
+// tells them, and re-tells them every Refresh, so records follow ring
+// changes and survive a home member's restart; a record not refreshed for
+// 3 × Refresh expires. Records are ordered by the client's session seq, so
+// a late "detached" from an old supernode cannot erase a newer attachment,
+// and a supernode may only speak for its own sessions.
+
+// presenceRecord is where a client is, as its home knows it.
+type presenceRecord struct {
+	location peer.ID
+	seq      uint64
+	expires  time.Time
+}
+
+// cachedLocation is a looked-up location.
+type cachedLocation struct {
+	location peer.ID
+	expires  time.Time
+}
+
+type presenceUpdate struct {
+	client   peer.ID
+	seq      uint64
+	attached bool
+}
+
+// batchLimit bounds the records of one presence or membership frame.
+const batchLimit = 1000
+
+// cluster returns the home cluster of key on the live ring.
+func (r *Router) cluster(key []byte) []peer.ID {
+	rg := r.cfg.Ring()
+	if rg == nil {
+		return nil
+	}
+	ids := rg.LookupN(key, r.cfg.ClusterSize, nil)
+	out := make([]peer.ID, 0, len(ids))
+	for _, s := range ids {
+		if p, err := peer.Decode(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// sendPresence tells each update's home cluster, one batch per member.
+func (r *Router) sendPresence(ups []presenceUpdate) {
+	batches := map[peer.ID][]*pb.PresenceRecord{}
+	self := r.self()
+	for _, u := range ups {
+		rec := &pb.PresenceRecord{Client: []byte(u.client), Location: []byte(self), SessionSeq: u.seq, Attached: u.attached}
+		for _, h := range r.cluster([]byte(u.client)) {
+			batches[h] = append(batches[h], rec)
+		}
+	}
+	for h, recs := range batches {
+		for len(recs) > 0 {
+			n := min(len(recs), batchLimit)
+			b := &pb.PresenceBatch{Records: recs[:n]}
+			recs = recs[n:]
+			if h == self {
+				r.applyPresence(self, b)
+				continue
+			}
+			r.links.send(h, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Presence{Presence: b}}))
+		}
+	}
+}
+
+// applyPresence records what supernode from says about its own sessions.
+func (r *Router) applyPresence(from peer.ID, b *pb.PresenceBatch) {
+	now := r.cfg.Now()
+	ttl := 3 * r.cfg.Refresh
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range b.GetRecords() {
+		client, err := peer.IDFromBytes(rec.GetClient())
+		if err != nil || peer.ID(rec.GetLocation()) != from {
+			continue
+		}
+		cur, ok := r.presence[client]
+		if ok && rec.GetSessionSeq() < cur.seq {
+			continue
+		}
+		if rec.GetAttached() {
+			r.presence[client] = presenceRecord{location: from, seq: rec.GetSessionSeq(), expires: now.Add(ttl)}
+		} else if ok && cur.location == from {
+			delete(r.presence, client)
+		}
+	}
+}
+
+// locate finds the supernode a client is attached to: the cache (unless
+// fresh), this supernode's own presence records, then the other members of
+// the client's home cluster, asked in ring order under the lookups
+// semaphore.
+func (r *Router) locate(client peer.ID, fresh bool) (peer.ID, bool) {
+	now := r.cfg.Now()
+	r.mu.Lock()
+	if c, ok := r.cache[client]; ok && !fresh && now.Before(c.expires) {
+		r.mu.Unlock()
+		return c.location, true
+	}
+	if p, ok := r.presence[client]; ok && now.Before(p.expires) {
+		r.mu.Unlock()
+		return p.location, true
+	}
+	r.mu.Unlock()
+	if !r.cfg.Sems.Lookups.TryAcquire() {
+		return "", false
+	}
+	defer r.cfg.Sems.Lookups.Release()
+	for _, h := range r.cluster([]byte(client)) {
+		if h == r.self() {
+			continue
+		}
+		resp, err := r.lookup(h, &pb.LookupRequest{Client: []byte(client)})
+		if err != nil || !resp.GetFound() {
+			continue
+		}
+		loc, err := peer.IDFromBytes(resp.GetLocation())
+		if err != nil {
+			continue
+		}
+		r.mu.Lock()
+		if len(r.cache) >= r.cfg.CacheSize {
+			for k := range r.cache { // evict one arbitrary entry
+				delete(r.cache, k)
+				break
+			}
+		}
+		r.cache[client] = cachedLocation{location: loc, expires: now.Add(r.cfg.CacheTTL)}
+		r.mu.Unlock()
+		return loc, true
+	}
+	return "", false
+}
+
+func (r *Router) dropCached(client peer.ID) {
+	r.mu.Lock()
+	delete(r.cache, client)
+	r.mu.Unlock()
+}
+
+// lookup asks supernode h one question.
+func (r *Router) lookup(h peer.ID, req *pb.LookupRequest) (*pb.LookupResponse, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.LookupTimeout)
+	defer cancel()
+	s, err := r.h.NewStream(ctx, h, protocol.LookupID)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	dl, _ := ctx.Deadline()
+	_ = s.SetDeadline(dl)
+	if err := protocol.WriteFrame(s, req); err != nil {
+		s.Reset()
+		return nil, err
+	}
+	var resp pb.LookupResponse
+	if err := protocol.NewFrameReader(s, protocol.MaxLookupFrame).Read(&resp); err != nil {
+		s.Reset()
+		return nil, err
+	}
+	return &resp, nil
+}
+
+var errNotSupernode = errors.New("lookup from a peer that is not a supernode")
+
+// handleLookup answers where a client is, or who a group's members are.
+func (r *Router) handleLookup(s network.Stream) {
+	if err := s.Scope().SetService(LookupService); err != nil {
+		s.Reset()
+		return
+	}
+	if !r.cfg.IsSupernode(s.Conn().RemotePeer()) {
+		r.log.Debug("lookup refused", "err", errNotSupernode)
+		s.Reset()
+		return
+	}
+	if err := s.Scope().ReserveMemory(2*protocol.MaxLookupFrame, network.ReservationPriorityAlways); err != nil {
+		s.Reset()
+		return
+	}
+	defer s.Scope().ReleaseMemory(2 * protocol.MaxLookupFrame)
+	_ = s.SetDeadline(r.cfg.Now().Add(r.cfg.LookupTimeout))
+	var req pb.LookupRequest
+	if err := protocol.NewFrameReader(s, protocol.MaxLookupFrame).Read(&req); err != nil {
+		s.Reset()
+		return
+	}
+	resp := &pb.LookupResponse{}
+	now := r.cfg.Now()
+	r.mu.Lock()
+	if g := req.GetGroup(); g != "" {
+		if hg := r.homes[g]; hg != nil {
+			for m := range hg.at {
+				resp.Members = append(resp.Members, []byte(m))
+			}
+			resp.Found = true
+		}
+	} else if client, err := peer.IDFromBytes(req.GetClient()); err == nil {
+		if p, ok := r.presence[client]; ok && now.Before(p.expires) {
+			resp.Found, resp.Location = true, []byte(p.location)
+		}
+	}
+	r.mu.Unlock()
+	if err := protocol.WriteFrame(s, resp); err != nil {
+		s.Reset()
+		return
+	}
+	s.Close()
+}
+
+// refreshLoop re-sends presence and memberships, and expires what was not
+// refreshed.
+func (r *Router) refreshLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.Refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.refresh()
+	}
+}
+
+func (r *Router) refresh() {
+	now := r.cfg.Now()
+	var ups []presenceUpdate
+	var mems []membershipUpdate
+	r.mu.Lock()
+	for c, seq := range r.sessions {
+		ups = append(ups, presenceUpdate{client: c, seq: seq, attached: true})
+	}
+	for c, gs := range r.joined {
+		for g := range gs {
+			mems = append(mems, membershipUpdate{group: g, member: c, join: true})
+		}
+	}
+	for c, p := range r.presence {
+		if !now.Before(p.expires) {
+			delete(r.presence, c)
+		}
+	}
+	for c, l := range r.cache {
+		if !now.Before(l.expires) {
+			delete(r.cache, c)
+		}
+	}
+	for g, hg := range r.homes {
+		hg.expire(now)
+		if len(hg.at) == 0 && now.Sub(hg.lastUse) > 3*r.cfg.Refresh {
+			delete(r.homes, g)
+		}
+	}
+	r.mu.Unlock()
+	r.sendPresence(ups)
+	r.sendMembership(mems)
+}

@@ -1,0 +1,468 @@
+package supernode
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/overlay/ring"
+	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/supernode/capacity"
+	"github.com/overlayd/overlayd/supernode/fanout"
+)
+
+// Resource-manager service names of the messaging protocols.
+const (
+	RelayService  = "overlayd.relay"
+	LookupService = "overlayd.lookup"
+)
+
+// RouterConfig wires a Router to the rest of the node. Zero durations take
+// the defaults.
+type RouterConfig struct {
+	// Ring returns the live cluster ring (nil while there is none).
+	Ring func() *ring.Ring
+	// IsSupernode reports whether p is a live supernode of the directory;
+	// relay and lookup streams from anyone else are refused.
+	IsSupernode func(p peer.ID) bool
+	// ClusterSize is R, the size of a home cluster.
+	ClusterSize int
+	// Refresh is how often presence and group membership are re-sent to
+	// their homes; records expire after 3 refreshes without one.
+	Refresh time.Duration
+	// CacheTTL bounds how long a looked-up location is trusted; CacheSize
+	// how many are kept.
+	CacheTTL  time.Duration
+	CacheSize int
+	// LookupTimeout bounds one lookup round trip.
+	LookupTimeout time.Duration
+	Sems          *capacity.Set
+	Fanout        *fanout.Engine
+	Now           func() time.Time
+	Log           *slog.Logger
+}
+
+// Router is the supernode's messaging: it keeps presence records for the
+// clients its ring position makes it home to, routes direct messages
+// supernode to supernode with acks, is the home of the groups the ring gives
+// it, and fans group messages out to its local members.
+type Router struct {
+	h     host.Host
+	adm   *Admission
+	cfg   RouterConfig
+	log   *slog.Logger
+	links *links
+	epoch uint64
+
+	mu       sync.Mutex
+	presence map[peer.ID]presenceRecord
+	cache    map[peer.ID]cachedLocation
+	homes    map[string]*homeGroup
+	local    map[string]*fanout.Group
+	joined   map[peer.ID]map[string]bool // client → groups joined here
+	sessions map[peer.ID]uint64          // client → session seq
+	inbound  map[network.Stream]struct{} // relay streams being read
+	// recent remembers message IDs routed lately: a sender's retry of
+	// the same ID is routed with a fresh lookup, not the cached route
+	// that may have lost the first copy.
+	recent      map[string]struct{}
+	recentOrder []string
+	recentNext  int
+
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+	closed atomic.Bool
+
+	stats RouterStats
+}
+
+// RouterStats are cumulative counts, read with Stats.
+type RouterStats struct {
+	Routed, DeliveredLocal, Relayed, Offline, Unreachable, Busy  atomic.Uint64
+	GroupPublishes, GroupFramesSent, GroupFanouts, FanoutRefused atomic.Uint64
+}
+
+// NewRouter returns a Router serving the sessions of adm.
+func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
+	if h == nil || adm == nil || cfg.Ring == nil || cfg.IsSupernode == nil || cfg.Sems == nil || cfg.Fanout == nil {
+		return nil, errors.New("router: missing host, admission, ring, directory, semaphores or fanout engine")
+	}
+	if cfg.ClusterSize < 1 {
+		cfg.ClusterSize = 3
+	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = 10 * time.Second
+	}
+	if cfg.CacheTTL <= 0 {
+		cfg.CacheTTL = 5 * time.Second
+	}
+	if cfg.CacheSize <= 0 {
+		cfg.CacheSize = 10000
+	}
+	if cfg.LookupTimeout <= 0 {
+		cfg.LookupTimeout = 2 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	r := &Router{
+		h: h, adm: adm, cfg: cfg,
+		log:      cfg.Log.With("component", "router"),
+		epoch:    uint64(cfg.Now().UnixNano()),
+		presence: make(map[peer.ID]presenceRecord),
+		cache:    make(map[peer.ID]cachedLocation),
+		homes:    make(map[string]*homeGroup),
+		local:    make(map[string]*fanout.Group),
+		joined:   make(map[peer.ID]map[string]bool),
+		sessions: make(map[peer.ID]uint64),
+		inbound:  make(map[network.Stream]struct{}),
+		recent:   make(map[string]struct{}),
+	}
+	r.recentOrder = make([]string, 4096)
+	r.links = newLinks(h, r.log, cfg.Now)
+	r.links.failed = r.dropRoutesVia
+	return r, nil
+}
+
+// Start registers the relay and lookup handlers, hooks into the admission's
+// sessions and starts the refresh loop.
+func (r *Router) Start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	r.adm.SetHandler(r)
+	r.h.SetStreamHandler(protocol.RelayID, r.handleRelay)
+	r.h.SetStreamHandler(protocol.LookupID, r.handleLookup)
+	r.wg.Go(func() { r.refreshLoop(ctx) })
+}
+
+// Close stops the router and waits for its goroutines.
+func (r *Router) Close() {
+	r.mu.Lock()
+	already := r.closed.Swap(true)
+	r.mu.Unlock()
+	if already {
+		return
+	}
+	r.h.RemoveStreamHandler(protocol.RelayID)
+	r.h.RemoveStreamHandler(protocol.LookupID)
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.mu.Lock()
+	for s := range r.inbound {
+		s.Reset()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	r.links.close()
+}
+
+// Stats returns the router's counters.
+func (r *Router) Stats() *RouterStats { return &r.stats }
+
+// FramesSentForTest returns how many relay frames this router wrote to p.
+func (r *Router) FramesSentForTest(p peer.ID) uint64 { return r.links.framesSent(p) }
+
+func (r *Router) self() peer.ID { return r.h.ID() }
+
+// encodeRelay encodes a RelayFrame once, length-prefixed.
+func encodeRelay(f *pb.RelayFrame) []byte {
+	b, err := protocol.AppendFrame(nil, f)
+	if err != nil {
+		// Only an invalid message (a programming error) fails to encode.
+		panic(fmt.Sprintf("encode relay frame: %v", err))
+	}
+	return b
+}
+
+func encodeSession(f *pb.SessionFrame) []byte {
+	b, err := protocol.AppendFrame(nil, f)
+	if err != nil {
+		panic(fmt.Sprintf("encode session frame: %v", err))
+	}
+	return b
+}
+
+// result tells a local client the outcome of its request.
+func (r *Router) result(client peer.ID, id []byte, st pb.Result_Status, detail string) {
+	r.adm.Send(client, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: &pb.Result{Id: id, Status: st, Detail: detail}}}))
+}
+
+// Attached is called by the Admission when a client's session starts.
+func (r *Router) Attached(client peer.ID, seq uint64) {
+	r.mu.Lock()
+	r.sessions[client] = seq
+	r.mu.Unlock()
+	r.sendPresence([]presenceUpdate{{client: client, seq: seq, attached: true}})
+}
+
+// Detached is called when a client's session ends: its presence goes, and
+// it leaves every group it joined here.
+func (r *Router) Detached(client peer.ID, seq uint64) {
+	r.mu.Lock()
+	if r.sessions[client] == seq {
+		delete(r.sessions, client)
+	}
+	groups := r.joined[client]
+	delete(r.joined, client)
+	var leave []membershipUpdate
+	for g := range groups {
+		if lg := r.local[g]; lg != nil {
+			lg.Remove(string(client))
+			if lg.Len() == 0 {
+				delete(r.local, g)
+			}
+		}
+		leave = append(leave, membershipUpdate{group: g, member: client, join: false})
+	}
+	r.mu.Unlock()
+	r.sendPresence([]presenceUpdate{{client: client, seq: seq, attached: false}})
+	r.sendMembership(leave)
+}
+
+// Frame handles a frame from an attached client.
+func (r *Router) Frame(client peer.ID, f *pb.SessionFrame) {
+	switch k := f.GetKind().(type) {
+	case *pb.SessionFrame_Send:
+		r.onSend(client, k.Send)
+	case *pb.SessionFrame_Ack:
+		r.onClientAck(client, k.Ack)
+	case *pb.SessionFrame_GroupOp:
+		r.onGroupOp(client, k.GroupOp)
+	case *pb.SessionFrame_Publish:
+		r.onPublish(client, k.Publish)
+	case *pb.SessionFrame_MembersRequest:
+		r.onMembersRequest(client, k.MembersRequest)
+	}
+}
+
+// onSend routes a client's direct message, off the session's goroutine and
+// under the relays semaphore: a supernode at its limit answers BUSY.
+func (r *Router) onSend(client peer.ID, m *pb.DirectMessage) {
+	to, err := peer.IDFromBytes(m.GetTo())
+	switch {
+	case len(m.GetId()) != protocol.MessageIDLen:
+		r.result(client, m.GetId(), pb.Result_STATUS_INVALID, "message id must be 16 bytes")
+		return
+	case err != nil:
+		r.result(client, m.GetId(), pb.Result_STATUS_INVALID, "bad recipient peer ID")
+		return
+	case len(m.GetPayload()) > protocol.MaxPayload:
+		r.result(client, m.GetId(), pb.Result_STATUS_INVALID, fmt.Sprintf("payload of %d bytes, limit %d", len(m.GetPayload()), protocol.MaxPayload))
+		return
+	}
+	if !r.cfg.Sems.Relays.TryAcquire() {
+		r.stats.Busy.Add(1)
+		r.result(client, m.GetId(), pb.Result_STATUS_BUSY, "supernode relays at capacity")
+		return
+	}
+	msg := &pb.DirectMessage{Id: m.GetId(), From: []byte(client), To: m.GetTo(), Payload: m.GetPayload(), Origin: []byte(r.self())}
+	retry := r.seenRecently(string(client) + string(m.GetId()))
+	r.wg.Go(func() {
+		defer r.cfg.Sems.Relays.Release()
+		r.route(msg, to, retry)
+	})
+}
+
+// seenRecently records key and reports whether it was already there.
+func (r *Router) seenRecently(key string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.recent[key]; ok {
+		return true
+	}
+	if old := r.recentOrder[r.recentNext]; old != "" {
+		delete(r.recent, old)
+	}
+	r.recentOrder[r.recentNext] = key
+	r.recentNext = (r.recentNext + 1) % len(r.recentOrder)
+	r.recent[key] = struct{}{}
+	return false
+}
+
+// dropRoutesVia forgets cached locations that point at a supernode frames
+// could not reach.
+func (r *Router) dropRoutesVia(sn peer.ID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c, l := range r.cache {
+		if l.location == sn {
+			delete(r.cache, c)
+		}
+	}
+}
+
+// route delivers msg to its recipient: locally if attached here, else to
+// the supernode its home cluster says it is at. fresh skips the cache
+// (after a nack).
+func (r *Router) route(msg *pb.DirectMessage, to peer.ID, fresh bool) {
+	r.stats.Routed.Add(1)
+	from, _ := peer.IDFromBytes(msg.GetFrom())
+	if r.deliverLocal(to, msg) {
+		return
+	}
+	loc, ok := r.locate(to, fresh)
+	if !ok {
+		r.stats.Offline.Add(1)
+		r.result(from, msg.GetId(), pb.Result_STATUS_OFFLINE, "recipient is not attached to any supernode")
+		return
+	}
+	if loc == r.self() {
+		// A stale record: the client left this supernode.
+		r.stats.Offline.Add(1)
+		r.result(from, msg.GetId(), pb.Result_STATUS_OFFLINE, "recipient is not attached to any supernode")
+		return
+	}
+	if !r.links.send(loc, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Deliver{Deliver: msg}})) {
+		r.dropCached(to)
+		r.stats.Unreachable.Add(1)
+		r.result(from, msg.GetId(), pb.Result_STATUS_UNREACHABLE, "recipient's supernode cannot be reached")
+		return
+	}
+	r.stats.Relayed.Add(1)
+}
+
+// deliverLocal hands msg to a client attached here.
+func (r *Router) deliverLocal(to peer.ID, msg *pb.DirectMessage) bool {
+	if !r.adm.Has(to) {
+		return false
+	}
+	if r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Deliver{Deliver: msg}})) {
+		r.stats.DeliveredLocal.Add(1)
+	}
+	return true
+}
+
+// onClientAck routes a recipient's ack back to the sender's supernode.
+func (r *Router) onClientAck(client peer.ID, a *pb.Ack) {
+	a = &pb.Ack{Id: a.GetId(), From: []byte(client), To: a.GetTo(), Origin: a.GetOrigin()}
+	origin, err := peer.IDFromBytes(a.GetOrigin())
+	if err != nil {
+		return
+	}
+	if origin == r.self() {
+		r.ackLocal(a)
+		return
+	}
+	r.links.send(origin, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Ack{Ack: a}}))
+}
+
+func (r *Router) ackLocal(a *pb.Ack) {
+	to, err := peer.IDFromBytes(a.GetTo())
+	if err != nil {
+		return
+	}
+	r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Ack{Ack: a}}))
+}
+
+// handleRelay reads one inbound link from another supernode.
+func (r *Router) handleRelay(s network.Stream) {
+	remote := s.Conn().RemotePeer()
+	if err := s.Scope().SetService(RelayService); err != nil {
+		s.Reset()
+		return
+	}
+	if !r.cfg.IsSupernode(remote) {
+		s.Reset()
+		return
+	}
+	if err := s.Scope().ReserveMemory(protocol.MaxRelayFrame, network.ReservationPriorityHigh); err != nil {
+		s.Reset()
+		return
+	}
+	defer s.Scope().ReleaseMemory(protocol.MaxRelayFrame)
+	r.mu.Lock()
+	if r.closed.Load() {
+		r.mu.Unlock()
+		s.Reset()
+		return
+	}
+	r.inbound[s] = struct{}{}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.inbound, s)
+		r.mu.Unlock()
+		r.wg.Done()
+	}()
+	fr := protocol.NewFrameReader(s, protocol.MaxRelayFrame)
+	for !r.closed.Load() {
+		_ = s.SetReadDeadline(r.cfg.Now().Add(2 * time.Minute))
+		var f pb.RelayFrame
+		if err := fr.Read(&f); err != nil {
+			s.Reset()
+			return
+		}
+		r.onRelay(remote, &f)
+	}
+	s.Reset()
+}
+
+func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
+	switch k := f.GetKind().(type) {
+	case *pb.RelayFrame_Deliver:
+		to, err := peer.IDFromBytes(k.Deliver.GetTo())
+		if err != nil {
+			return
+		}
+		if !r.deliverLocal(to, k.Deliver) {
+			r.links.send(from, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Nack{Nack: k.Deliver}}))
+		}
+	case *pb.RelayFrame_Nack:
+		to, err := peer.IDFromBytes(k.Nack.GetTo())
+		if err != nil {
+			return
+		}
+		r.dropCached(to)
+		if !r.cfg.Sems.Relays.TryAcquire() {
+			return
+		}
+		msg := k.Nack
+		r.wg.Go(func() {
+			defer r.cfg.Sems.Relays.Release()
+			if loc, ok := r.locate(to, true); ok && loc != from {
+				r.route(msg, to, true)
+				return
+			}
+			sender, _ := peer.IDFromBytes(msg.GetFrom())
+			r.stats.Offline.Add(1)
+			r.result(sender, msg.GetId(), pb.Result_STATUS_OFFLINE, "recipient is not attached to any supernode")
+		})
+	case *pb.RelayFrame_Ack:
+		r.ackLocal(k.Ack)
+	case *pb.RelayFrame_Presence:
+		r.applyPresence(from, k.Presence)
+	case *pb.RelayFrame_Membership:
+		r.applyMembership(from, k.Membership)
+	case *pb.RelayFrame_Publish:
+		r.homePublish(k.Publish)
+	case *pb.RelayFrame_GroupMessage:
+		r.fanoutLocal(k.GroupMessage)
+	case *pb.RelayFrame_PublishResult:
+		to, err := peer.IDFromBytes(k.PublishResult.GetTo())
+		if err == nil {
+			r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: k.PublishResult.GetResult()}}))
+		}
+	}
+}
+
+// newID returns a random message ID.
+func newID() []byte {
+	b := make([]byte, protocol.MessageIDLen)
+	_, _ = rand.Read(b)
+	return b
+}
