@@ -2,15 +2,20 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/supernode"
 )
 
 // keyHomedAt returns a client key whose home cluster starts at sn.
@@ -191,4 +196,97 @@ func TestGroupFanoutBatchedPerSupernode(t *testing.T) {
 	if got, want := home.router.Stats().GroupFramesSent.Load(), uint64(msgs*(len(sns)-1)); got != want {
 		t.Fatalf("group frames sent by the home = %d, want %d (one per publish per other supernode)", got, want)
 	}
+}
+
+// TestSlowRecipientDoesNotSlowOthers: a group member that never reads its
+// stream must not delay the other members, and its queue on the supernode
+// stays bounded (newest frames dropped and counted).
+func TestSlowRecipientDoesNotSlowOthers(t *testing.T) {
+	sns := supernodes(t, 1, 20)
+	sn := sns[0]
+	const group = "busy"
+	fast, lf := clientAt(t, sns, sn)
+	pub, _ := clientAt(t, sns, sn)
+	if err := fast.JoinGroup(group); err != nil {
+		t.Fatal(err)
+	}
+
+	// The stalled member: attaches, joins, keeps pinging, never reads.
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if err := h.Connect(context.Background(), peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := h.NewStream(context.Background(), sn.ID(), protocol.AttachID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	protocol.WriteFrame(s, &pb.AttachRequest{ProtocolVersion: protocol.Version, SessionSeq: 1})
+	var resp pb.AttachResponse
+	if err := protocol.NewFrameReader(s, protocol.MaxSessionFrame).Read(&resp); err != nil || resp.GetStatus() != pb.AttachResponse_STATUS_ACCEPT {
+		t.Fatalf("attach: %v %v", resp.GetStatus(), err)
+	}
+	protocol.WriteFrame(s, &pb.SessionFrame{Kind: &pb.SessionFrame_GroupOp{GroupOp: &pb.GroupOp{Group: group, Join: true}}})
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(testKeepalive)
+		defer tick.Stop()
+		for seq := uint64(1); ; seq++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				if protocol.WriteFrame(s, &pb.SessionFrame{Kind: &pb.SessionFrame_Ping{Ping: &pb.Ping{Seq: seq}}}) != nil {
+					return
+				}
+			}
+		}
+	}()
+	waitFor(t, 5*time.Second, "both members known", func() bool {
+		ms, err := pub.GroupMembers(context.Background(), group)
+		return err == nil && len(ms) == 2
+	})
+
+	// Enough 4 KiB messages to fill the stalled member's stream window and
+	// its outbox many times over.
+	const msgs = 3 * supernode.OutboxLimit / 2
+	payload := make([]byte, 4<<10)
+	var worst time.Duration
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range msgs {
+			in := next(t, lf, 5*time.Second)
+			if in.Kind != "group" {
+				t.Errorf("fast member got %+v", in)
+				return
+			}
+			if d := in.Time.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(in.Payload)))); d > worst {
+				worst = d
+			}
+		}
+	})
+	for i := range msgs {
+		binary.BigEndian.PutUint64(payload, uint64(time.Now().UnixNano()))
+		if _, err := pub.Publish(context.Background(), group, payload); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	wg.Wait()
+	st, ok := sn.admission.OutboxStats(h.ID())
+	if !ok {
+		t.Fatal("stalled member's session is gone")
+	}
+	if st.Queued > st.Limit || st.Dropped == 0 {
+		t.Fatalf("stalled member's outbox: %+v; want at most %d queued and drops counted", st, st.Limit)
+	}
+	// The fast member's worst delivery latency stays that of an idle
+	// supernode, not of one waiting on the stalled member.
+	if worst > time.Second {
+		t.Fatalf("fast member's worst latency %v", worst)
+	}
+	t.Logf("fast member: worst latency %v; stalled member: %+v", worst, st)
 }

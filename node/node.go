@@ -43,6 +43,7 @@ type Node struct {
 	retryFactory func(*rand.Rand) backoff.Strategy
 	seedFn       func() uint64
 	observe      func(Event)
+	perMember    bool
 
 	dir   *directory.Directory
 	rings ring.Published
@@ -146,6 +147,16 @@ func WithRingDebounce(d time.Duration) Option {
 func WithRetryStrategy(f func(*rand.Rand) backoff.Strategy) Option {
 	return func(n *Node) error {
 		n.retryFactory = f
+		return nil
+	}
+}
+
+// WithPerMemberGroupFanoutForTest makes this node, as a group home, send
+// one frame per member instead of one per supernode: the naive design,
+// for benchmarks that compare against it.
+func WithPerMemberGroupFanoutForTest() Option {
+	return func(n *Node) error {
+		n.perMember = true
 		return nil
 	}
 }

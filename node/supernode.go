@@ -46,8 +46,10 @@ func (n *Node) startSupernode() error {
 		Refresh:     n.cfg.AnnounceInterval,
 		Sems:        n.sems,
 		Fanout:      n.engine,
-		Now:         n.now,
-		Log:         n.log,
+
+		PerMemberFanoutForTest: n.perMember,
+		Now:                    n.now,
+		Log:                    n.log,
 	})
 	if err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 	"io"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/overlayd/overlayd/protocol/pb"
 )
 
@@ -92,23 +94,48 @@ func TestFrameErrors(t *testing.T) {
 	}
 }
 
+// FuzzFrameReader feeds arbitrary bytes to the frame reader as every
+// message type the stream protocols decode: no panic, limits hold.
 func FuzzFrameReader(f *testing.F) {
-	b, _ := AppendFrame(nil, &pb.AttachResponse{Status: pb.AttachResponse_STATUS_BUSY, RetryAfterMs: 1000,
+	add := func(m proto.Message) {
+		b, err := AppendFrame(nil, m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	add(&pb.AttachResponse{Status: pb.AttachResponse_STATUS_BUSY, RetryAfterMs: 1000,
 		Alternatives: []*pb.PeerAddrs{{PeerId: []byte("x"), Addrs: [][]byte{{4, 127, 0, 0, 1}}}}})
-	f.Add(b)
-	b, _ = AppendFrame(nil, &pb.SessionFrame{Kind: &pb.SessionFrame_Ping{Ping: &pb.Ping{Seq: 9}}})
-	f.Add(b)
+	add(&pb.SessionFrame{Kind: &pb.SessionFrame_Ping{Ping: &pb.Ping{Seq: 9}}})
+	add(&pb.SessionFrame{Kind: &pb.SessionFrame_Send{Send: &pb.DirectMessage{Id: make([]byte, 16), To: []byte("t"), Payload: []byte("hi")}}})
+	add(&pb.RelayFrame{Kind: &pb.RelayFrame_Presence{Presence: &pb.PresenceBatch{Records: []*pb.PresenceRecord{{Client: []byte("c"), SessionSeq: 3, Attached: true}}}}})
+	add(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: &pb.GroupMessage{Group: "g", Seq: 1, Payload: []byte("p")}}})
+	add(&pb.LookupResponse{Found: true, Location: []byte("l")})
 	f.Add([]byte{0x80})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r := NewFrameReader(bytes.NewReader(data), MaxAttachFrame)
-		for range 4 {
-			var resp pb.AttachResponse
-			if err := r.Read(&resp); err != nil {
-				return
-			}
-			_ = PeerAddrsFromPB(resp.GetAlternatives())
-			if len(PeerAddrsFromPB(resp.GetAlternatives())) > MaxAlternatives {
-				t.Fatal("too many alternatives")
+		for _, tc := range []struct {
+			max int
+			m   func() proto.Message
+		}{
+			{MaxAttachFrame, func() proto.Message { return &pb.AttachRequest{} }},
+			{MaxAttachFrame, func() proto.Message { return &pb.AttachResponse{} }},
+			{MaxSessionFrame, func() proto.Message { return &pb.SessionFrame{} }},
+			{MaxRelayFrame, func() proto.Message { return &pb.RelayFrame{} }},
+			{MaxLookupFrame, func() proto.Message { return &pb.LookupRequest{} }},
+			{MaxLookupFrame, func() proto.Message { return &pb.LookupResponse{} }},
+		} {
+			r := NewFrameReader(bytes.NewReader(data), tc.max)
+			for range 4 {
+				m := tc.m()
+				if err := r.Read(m); err != nil {
+					break
+				}
+				if proto.Size(m) > tc.max {
+					t.Fatalf("decoded %d bytes past the %d limit", proto.Size(m), tc.max)
+				}
+				if resp, ok := m.(*pb.AttachResponse); ok && len(PeerAddrsFromPB(resp.GetAlternatives())) > MaxAlternatives {
+					t.Fatal("too many alternatives")
+				}
 			}
 		}
 	})

@@ -212,6 +212,17 @@ func (a *Admission) Sink(client peer.ID) (fanout.Sink, bool) {
 	return sess.out, true
 }
 
+// OutboxStats returns the state of client's outbound queue.
+func (a *Admission) OutboxStats(client peer.ID) (fanout.OutboxStats, bool) {
+	a.mu.Lock()
+	sess := a.sessions[client]
+	a.mu.Unlock()
+	if sess == nil {
+		return fanout.OutboxStats{}, false
+	}
+	return sess.out.Stats(), true
+}
+
 // gapFrame is the notice a client gets after frames were dropped for it.
 func gapFrame(dropped uint64) []byte {
 	b, _ := protocol.AppendFrame(nil, &pb.SessionFrame{Kind: &pb.SessionFrame_Gap{Gap: &pb.Gap{Dropped: dropped}}})

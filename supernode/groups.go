@@ -214,11 +214,30 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 	for sn := range hg.bySN {
 		sns = append(sns, sn)
 	}
+	var perMember map[peer.ID]peer.ID
+	if r.cfg.PerMemberFanoutForTest {
+		perMember = make(map[peer.ID]peer.ID, len(hg.at))
+		for m, sn := range hg.at {
+			perMember[m] = sn
+		}
+	}
 	r.mu.Unlock()
 	r.stats.GroupPublishes.Add(1)
 	gm := &pb.GroupMessage{Group: p.GetGroup(), Epoch: r.epoch, Seq: seq, From: p.GetFrom(), Id: p.GetId(), Payload: p.GetPayload()}
-	frame := encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: gm}})
 	self := r.self()
+	if perMember != nil {
+		// The naive design: one frame, encoded anew, per member.
+		for m, sn := range perMember {
+			one := &pb.GroupMessage{Group: gm.Group, Epoch: gm.Epoch, Seq: gm.Seq, From: gm.From, Id: gm.Id, Payload: gm.Payload, Only: []byte(m)}
+			if sn == self {
+				r.deliverOnly(one)
+			} else if r.links.send(sn, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: one}})) {
+				r.stats.GroupFramesSent.Add(1)
+			}
+		}
+		sns = nil
+	}
+	frame := encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: gm}})
 	for _, sn := range sns {
 		if sn == self {
 			r.fanoutLocal(gm)
@@ -242,6 +261,10 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 // fanoutLocal delivers a group message to this supernode's local members:
 // wrapped once, fanned out by the engine under the fanout semaphore.
 func (r *Router) fanoutLocal(gm *pb.GroupMessage) {
+	if len(gm.GetOnly()) > 0 {
+		r.deliverOnly(gm)
+		return
+	}
 	r.mu.Lock()
 	lg := r.local[gm.GetGroup()]
 	r.mu.Unlock()
@@ -260,6 +283,16 @@ func (r *Router) fanoutLocal(gm *pb.GroupMessage) {
 		return
 	}
 	r.stats.GroupFanouts.Add(1)
+}
+
+// deliverOnly delivers a per-member group message (the naive design).
+func (r *Router) deliverOnly(gm *pb.GroupMessage) {
+	m, err := peer.IDFromBytes(gm.GetOnly())
+	if err != nil {
+		return
+	}
+	gm = &pb.GroupMessage{Group: gm.Group, Epoch: gm.Epoch, Seq: gm.Seq, From: gm.From, Id: gm.Id, Payload: gm.Payload}
+	r.adm.Send(m, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}}))
 }
 
 // onMembersRequest answers a client's "members of group" from the home.

@@ -46,10 +46,14 @@ type RouterConfig struct {
 	CacheSize int
 	// LookupTimeout bounds one lookup round trip.
 	LookupTimeout time.Duration
-	Sems          *capacity.Set
-	Fanout        *fanout.Engine
-	Now           func() time.Time
-	Log           *slog.Logger
+	// PerMemberFanoutForTest makes a group home send one frame per member
+	// instead of one per supernode: the naive design, kept only so that
+	// benchmarks can compare against it in the same run.
+	PerMemberFanoutForTest bool
+	Sems                   *capacity.Set
+	Fanout                 *fanout.Engine
+	Now                    func() time.Time
+	Log                    *slog.Logger
 }
 
 // Router is the supernode's messaging: it keeps presence records for the

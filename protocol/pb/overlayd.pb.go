@@ -1208,11 +1208,14 @@ type GroupMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	// The home's epoch (its start time in ns): seq restarts with a new home.
-	Epoch         uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
-	From          []byte `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`
-	Id            []byte `protobuf:"bytes,5,opt,name=id,proto3" json:"id,omitempty"`
-	Payload       []byte `protobuf:"bytes,6,opt,name=payload,proto3" json:"payload,omitempty"`
+	Epoch   uint64 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Seq     uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	From    []byte `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`
+	Id      []byte `protobuf:"bytes,5,opt,name=id,proto3" json:"id,omitempty"`
+	Payload []byte `protobuf:"bytes,6,opt,name=payload,proto3" json:"payload,omitempty"`
+	// Set only by a home running the naive per-member fanout kept for
+	// comparison benchmarks: deliver to this member alone.
+	Only          []byte `protobuf:"bytes,7,opt,name=only,proto3" json:"only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1285,6 +1288,13 @@ func (x *GroupMessage) GetId() []byte {
 func (x *GroupMessage) GetPayload() []byte {
 	if x != nil {
 		return x.Payload
+	}
+	return nil
+}
+
+func (x *GroupMessage) GetOnly() []byte {
+	if x != nil {
+		return x.Only
 	}
 	return nil
 }
@@ -2282,14 +2292,15 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x02id\x18\x02 \x01(\fR\x02id\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12\x12\n" +
 	"\x04from\x18\x04 \x01(\fR\x04from\x12\x16\n" +
-	"\x06origin\x18\x05 \x01(\fR\x06origin\"\x8a\x01\n" +
+	"\x06origin\x18\x05 \x01(\fR\x06origin\"\x9e\x01\n" +
 	"\fGroupMessage\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04from\x18\x04 \x01(\fR\x04from\x12\x0e\n" +
 	"\x02id\x18\x05 \x01(\fR\x02id\x12\x18\n" +
-	"\apayload\x18\x06 \x01(\fR\apayload\"\x1f\n" +
+	"\apayload\x18\x06 \x01(\fR\apayload\x12\x12\n" +
+	"\x04only\x18\a \x01(\fR\x04only\"\x1f\n" +
 	"\x03Gap\x12\x18\n" +
 	"\adropped\x18\x01 \x01(\x04R\adropped\"6\n" +
 	"\x0eMembersRequest\x12\x0e\n" +
