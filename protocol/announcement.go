@@ -42,6 +42,9 @@ type Announcement struct {
 	Seq       uint64
 	Interval  time.Duration
 	Departing bool
+	// MegaCert is the operator certificate a RoleMega announcement
+	// carries (verified by the receiver, not here).
+	MegaCert []byte
 }
 
 // Marshal validates a and encodes it.
@@ -55,6 +58,7 @@ func (a *Announcement) Marshal() ([]byte, error) {
 		Seq:             a.Seq,
 		IntervalMs:      uint32(a.Interval / time.Millisecond),
 		Departing:       a.Departing,
+		MegaCert:        a.MegaCert,
 	}
 	for _, addr := range a.Addrs {
 		m.Addrs = append(m.Addrs, addr.Bytes())
@@ -102,6 +106,7 @@ func fromPB(m *pb.Announcement) (Announcement, error) {
 		Seq:       m.GetSeq(),
 		Interval:  time.Duration(m.GetIntervalMs()) * time.Millisecond,
 		Departing: m.GetDeparting(),
+		MegaCert:  m.GetMegaCert(),
 	}
 	switch {
 	case a.Role != RoleSupernode && a.Role != RoleMega:
@@ -116,6 +121,10 @@ func fromPB(m *pb.Announcement) (Announcement, error) {
 		return Announcement{}, Reject(ReasonInvalid, "announcement interval %v outside [%v, %v]", a.Interval, MinAnnounceInterval, MaxAnnounceInterval)
 	case a.Seq == 0:
 		return Announcement{}, Reject(ReasonInvalid, "announcement seq 0")
+	case a.Role == RoleMega && len(a.MegaCert) == 0:
+		return Announcement{}, Reject(ReasonInvalid, "mega announcement without a certificate")
+	case len(a.MegaCert) > MaxCertSize:
+		return Announcement{}, Reject(ReasonInvalid, "certificate of %d bytes, limit %d", len(a.MegaCert), MaxCertSize)
 	}
 	a.Addrs = make([]ma.Multiaddr, 0, len(m.GetAddrs()))
 	for i, raw := range m.GetAddrs() {

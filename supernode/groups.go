@@ -8,7 +8,6 @@ import (
 
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
-	"github.com/overlayd/overlayd/supernode/fanout"
 )
 
 // Groups: a group's home is the ring owner of its name. The home keeps the
@@ -201,6 +200,13 @@ func (r *Router) onPublish(client peer.ID, p *pb.GroupPublish) {
 // holding members: the frame is encoded once and the same bytes go to
 // every link.
 func (r *Router) homePublish(p *pb.GroupPublish) {
+	// The home's fanout job: refused before a sequence number is spent.
+	if !r.cfg.Sems.Fanout.TryAcquire() {
+		r.stats.FanoutRefused.Add(1)
+		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home fanout at capacity"})
+		return
+	}
+	defer r.cfg.Sems.Fanout.Release()
 	r.mu.Lock()
 	hg := r.homes[p.GetGroup()]
 	if hg == nil {
@@ -247,7 +253,13 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 			r.stats.GroupFramesSent.Add(1)
 		}
 	}
-	res := &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_OK, Seq: seq, Epoch: r.epoch}
+	r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_OK, Seq: seq, Epoch: r.epoch})
+}
+
+// publishResult sends a publish's outcome to the publisher, through its
+// supernode.
+func (r *Router) publishResult(p *pb.GroupPublish, res *pb.Result) {
+	self := r.self()
 	origin := peer.ID(p.GetOrigin())
 	if origin == self {
 		if to, err := peer.IDFromBytes(p.GetFrom()); err == nil {
@@ -259,7 +271,7 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 }
 
 // fanoutLocal delivers a group message to this supernode's local members:
-// wrapped once, fanned out by the engine under the fanout semaphore.
+// wrapped once, fanned out by the engine.
 func (r *Router) fanoutLocal(gm *pb.GroupMessage) {
 	if len(gm.GetOnly()) > 0 {
 		r.deliverOnly(gm)
@@ -271,14 +283,10 @@ func (r *Router) fanoutLocal(gm *pb.GroupMessage) {
 	if lg == nil {
 		return
 	}
-	if !r.cfg.Sems.Fanout.TryAcquire() {
-		r.stats.FanoutRefused.Add(1)
-		return
-	}
+	// The engine's job queue is bounded; a full queue drops the message
+	// here (counted) and the members' sequence numbers show the gap.
 	frame := encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}})
-	err := r.cfg.Fanout.Fanout(lg, frame, func(fanout.Result) { r.cfg.Sems.Fanout.Release() })
-	if err != nil {
-		r.cfg.Sems.Fanout.Release()
+	if err := r.cfg.Fanout.Fanout(lg, frame, nil); err != nil {
 		r.stats.FanoutRefused.Add(1)
 		return
 	}

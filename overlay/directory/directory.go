@@ -22,8 +22,11 @@ type Entry struct {
 	// FirstSeen is when the entry was added; LastSeen when its latest
 	// announcement was accepted.
 	FirstSeen, LastSeen time.Time
-	// Expires is LastSeen + MissedAnnouncements × the announced interval.
+	// Expires is LastSeen + MissedAnnouncements × the announced interval,
+	// and for a mega-supernode no later than its certificate's expiry.
 	Expires time.Time
+	// Cert is the verified certificate of a mega-supernode (nil otherwise).
+	Cert *protocol.MegaCert
 }
 
 // Snapshot is an immutable view of the directory. Entries are sorted by peer
@@ -89,9 +92,14 @@ type seqMark struct {
 	forget time.Time
 }
 
+// MegaVerifier checks the certificate of a RoleMega announcement at now.
+// Errors should be *protocol.RejectError with a certificate reason.
+type MegaVerifier func(a protocol.Announcement, now time.Time) (protocol.MegaCert, error)
+
 // Directory is safe for concurrent use.
 type Directory struct {
 	maxEntries int
+	verifyMega MegaVerifier
 
 	mu         sync.Mutex
 	entries    map[peer.ID]Entry
@@ -114,6 +122,13 @@ func WithMaxEntries(n int) Option {
 			d.maxEntries = n
 		}
 	}
+}
+
+// WithMegaVerifier sets how mega-supernode certificates are checked.
+// Without one, every RoleMega announcement is refused (cert_untrusted_key):
+// a node that trusts no operator key trusts no mega-supernode.
+func WithMegaVerifier(v MegaVerifier) Option {
+	return func(d *Directory) { d.verifyMega = v }
 }
 
 // New returns an empty Directory.
@@ -148,6 +163,17 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 	if signer != a.ID {
 		return Event{}, protocol.Reject(protocol.ReasonSignerMismatch, "announcement for %s signed by %s", a.ID, signer)
 	}
+	var cert *protocol.MegaCert
+	if a.Role == protocol.RoleMega && !a.Departing {
+		if d.verifyMega == nil {
+			return Event{}, protocol.Reject(protocol.CertUntrusted, "mega announcement from %s, and no operator key is trusted", a.ID)
+		}
+		c, err := d.verifyMega(a, now)
+		if err != nil {
+			return Event{}, err
+		}
+		cert = &c
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	mark, known := d.seqs[a.ID]
@@ -174,7 +200,12 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 		d.changedLocked(true)
 		return Event{Kind: Departed, ID: a.ID}, nil
 	}
-	e := Entry{Announcement: a, FirstSeen: now, LastSeen: now, Expires: now.Add(ttl)}
+	e := Entry{Announcement: a, FirstSeen: now, LastSeen: now, Expires: now.Add(ttl), Cert: cert}
+	if cert != nil {
+		if end := cert.NotAfter.Add(protocol.ClockSkew); end.Before(e.Expires) {
+			e.Expires = end
+		}
+	}
 	kind := Added
 	if live {
 		e.FirstSeen = old.FirstSeen
@@ -197,6 +228,24 @@ func (d *Directory) Expire(now time.Time) []Event {
 		}
 	}
 	d.forgetLocked(now)
+	if len(evs) > 0 {
+		d.changedLocked(true)
+	}
+	return evs
+}
+
+// Revoke removes the mega-supernode whose certificate has serial, and
+// returns it (if any). Its later announcements are refused by the verifier.
+func (d *Directory) Revoke(serial uint64) []Event {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var evs []Event
+	for id, e := range d.entries {
+		if e.Cert != nil && e.Cert.Serial == serial {
+			delete(d.entries, id)
+			evs = append(evs, Event{Kind: Expired, ID: id})
+		}
+	}
 	if len(evs) > 0 {
 		d.changedLocked(true)
 	}

@@ -271,3 +271,43 @@ func mustApply(tb testing.TB, d *Directory, signer peer.ID, a protocol.Announcem
 		tb.Fatal(err)
 	}
 }
+
+func TestMegaAnnouncements(t *testing.T) {
+	op, _, _ := crypto.GenerateEd25519Key(rand.Reader)
+	trusted := []crypto.PubKey{op.GetPublic()}
+	verify := func(a protocol.Announcement, now time.Time) (protocol.MegaCert, error) {
+		return protocol.VerifyMegaCert(a.MegaCert, trusted, a.ID, now, nil)
+	}
+	mega := newID(t)
+	cert, err := protocol.SealMegaCert(protocol.MegaCert{Subject: mega, Capacity: 500, NotBefore: t0.Add(-time.Hour), NotAfter: t0.Add(time.Second - protocol.ClockSkew), Serial: 11}, op)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := ann(mega, 1)
+	a.Role, a.MegaCert = protocol.RoleMega, cert
+
+	if _, err := New().Apply(mega, a, t0); protocol.ReasonOf(err) != protocol.CertUntrusted {
+		t.Fatalf("without trusted keys: %v", err)
+	}
+	d := New(WithMegaVerifier(verify))
+	if _, err := d.Apply(mega, a, t0); err != nil {
+		t.Fatal(err)
+	}
+	e, _ := d.Snapshot().Get(mega)
+	if e.Cert == nil || e.Cert.Serial != 11 {
+		t.Fatalf("entry cert %+v", e.Cert)
+	}
+	if want := t0.Add(time.Second); !e.Expires.Equal(want) {
+		t.Fatalf("expires %v, want the certificate's end %v", e.Expires, want)
+	}
+	// Another peer presenting the certificate is refused.
+	thief := newID(t)
+	b := a
+	b.ID, b.Seq = thief, 1
+	if _, err := d.Apply(thief, b, t0); protocol.ReasonOf(err) != protocol.CertWrongSubject {
+		t.Fatalf("stolen certificate: %v", err)
+	}
+	if evs := d.Revoke(11); len(evs) != 1 || d.Snapshot().Len() != 0 {
+		t.Fatalf("revoke: %v, %d left", evs, d.Snapshot().Len())
+	}
+}

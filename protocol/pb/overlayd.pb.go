@@ -130,7 +130,7 @@ func (x AttachRequest_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttachRequest_Reason.Descriptor instead.
 func (AttachRequest_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{2, 0}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{4, 0}
 }
 
 type AttachResponse_Status int32
@@ -186,7 +186,7 @@ func (x AttachResponse_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttachResponse_Status.Descriptor instead.
 func (AttachResponse_Status) EnumDescriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{3, 0}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{5, 0}
 }
 
 type Result_Status int32
@@ -248,7 +248,7 @@ func (x Result_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Result_Status.Descriptor instead.
 func (Result_Status) EnumDescriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{7, 0}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{9, 0}
 }
 
 // Announcement is published by every supernode on the directory topic
@@ -275,7 +275,10 @@ type Announcement struct {
 	// after protocol.MissedAnnouncements intervals without a newer one.
 	IntervalMs uint32 `protobuf:"varint,8,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
 	// True on the last announcement of a supernode that stops serving.
-	Departing     bool `protobuf:"varint,9,opt,name=departing,proto3" json:"departing,omitempty"`
+	Departing bool `protobuf:"varint,9,opt,name=departing,proto3" json:"departing,omitempty"`
+	// With role MEGA: the operator-signed certificate (a libp2p signed
+	// envelope of a MegaCertificate) whose subject is this peer.
+	MegaCert      []byte `protobuf:"bytes,10,opt,name=mega_cert,json=megaCert,proto3" json:"mega_cert,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -373,6 +376,165 @@ func (x *Announcement) GetDeparting() bool {
 	return false
 }
 
+func (x *Announcement) GetMegaCert() []byte {
+	if x != nil {
+		return x.MegaCert
+	}
+	return nil
+}
+
+// MegaCertificate is signed by an operator key in a libp2p signed
+// envelope with domain protocol.MegaCertDomain: it makes subject a
+// mega-supernode of the given capacity while now is in
+// [not_before, not_after] (± protocol.ClockSkew).
+type MegaCertificate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Subject       []byte                 `protobuf:"bytes,1,opt,name=subject,proto3" json:"subject,omitempty"`
+	Role          Role                   `protobuf:"varint,2,opt,name=role,proto3,enum=overlayd.v1.Role" json:"role,omitempty"`
+	Capacity      uint32                 `protobuf:"varint,3,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	NotBeforeUnix int64                  `protobuf:"varint,4,opt,name=not_before_unix,json=notBeforeUnix,proto3" json:"not_before_unix,omitempty"`
+	NotAfterUnix  int64                  `protobuf:"varint,5,opt,name=not_after_unix,json=notAfterUnix,proto3" json:"not_after_unix,omitempty"`
+	Serial        uint64                 `protobuf:"varint,6,opt,name=serial,proto3" json:"serial,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MegaCertificate) Reset() {
+	*x = MegaCertificate{}
+	mi := &file_pb_overlayd_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MegaCertificate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MegaCertificate) ProtoMessage() {}
+
+func (x *MegaCertificate) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MegaCertificate.ProtoReflect.Descriptor instead.
+func (*MegaCertificate) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MegaCertificate) GetSubject() []byte {
+	if x != nil {
+		return x.Subject
+	}
+	return nil
+}
+
+func (x *MegaCertificate) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *MegaCertificate) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *MegaCertificate) GetNotBeforeUnix() int64 {
+	if x != nil {
+		return x.NotBeforeUnix
+	}
+	return 0
+}
+
+func (x *MegaCertificate) GetNotAfterUnix() int64 {
+	if x != nil {
+		return x.NotAfterUnix
+	}
+	return 0
+}
+
+func (x *MegaCertificate) GetSerial() uint64 {
+	if x != nil {
+		return x.Serial
+	}
+	return 0
+}
+
+// MegaRevocation, signed by an operator key with domain
+// protocol.RevocationDomain, revokes the certificate with that serial
+// until not_after (the revoked certificate's own expiry, after which the
+// revocation is moot).
+type MegaRevocation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Serial        uint64                 `protobuf:"varint,1,opt,name=serial,proto3" json:"serial,omitempty"`
+	IssuedUnix    int64                  `protobuf:"varint,2,opt,name=issued_unix,json=issuedUnix,proto3" json:"issued_unix,omitempty"`
+	NotAfterUnix  int64                  `protobuf:"varint,3,opt,name=not_after_unix,json=notAfterUnix,proto3" json:"not_after_unix,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MegaRevocation) Reset() {
+	*x = MegaRevocation{}
+	mi := &file_pb_overlayd_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MegaRevocation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MegaRevocation) ProtoMessage() {}
+
+func (x *MegaRevocation) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MegaRevocation.ProtoReflect.Descriptor instead.
+func (*MegaRevocation) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *MegaRevocation) GetSerial() uint64 {
+	if x != nil {
+		return x.Serial
+	}
+	return 0
+}
+
+func (x *MegaRevocation) GetIssuedUnix() int64 {
+	if x != nil {
+		return x.IssuedUnix
+	}
+	return 0
+}
+
+func (x *MegaRevocation) GetNotAfterUnix() int64 {
+	if x != nil {
+		return x.NotAfterUnix
+	}
+	return 0
+}
+
 // PeerAddrs names a peer and where to reach it.
 type PeerAddrs struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -385,7 +547,7 @@ type PeerAddrs struct {
 
 func (x *PeerAddrs) Reset() {
 	*x = PeerAddrs{}
-	mi := &file_pb_overlayd_proto_msgTypes[1]
+	mi := &file_pb_overlayd_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +559,7 @@ func (x *PeerAddrs) String() string {
 func (*PeerAddrs) ProtoMessage() {}
 
 func (x *PeerAddrs) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[1]
+	mi := &file_pb_overlayd_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +572,7 @@ func (x *PeerAddrs) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerAddrs.ProtoReflect.Descriptor instead.
 func (*PeerAddrs) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{1}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PeerAddrs) GetPeerId() []byte {
@@ -443,7 +605,7 @@ type AttachRequest struct {
 
 func (x *AttachRequest) Reset() {
 	*x = AttachRequest{}
-	mi := &file_pb_overlayd_proto_msgTypes[2]
+	mi := &file_pb_overlayd_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +617,7 @@ func (x *AttachRequest) String() string {
 func (*AttachRequest) ProtoMessage() {}
 
 func (x *AttachRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[2]
+	mi := &file_pb_overlayd_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +630,7 @@ func (x *AttachRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachRequest.ProtoReflect.Descriptor instead.
 func (*AttachRequest) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{2}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AttachRequest) GetProtocolVersion() uint32 {
@@ -511,7 +673,7 @@ type AttachResponse struct {
 
 func (x *AttachResponse) Reset() {
 	*x = AttachResponse{}
-	mi := &file_pb_overlayd_proto_msgTypes[3]
+	mi := &file_pb_overlayd_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +685,7 @@ func (x *AttachResponse) String() string {
 func (*AttachResponse) ProtoMessage() {}
 
 func (x *AttachResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[3]
+	mi := &file_pb_overlayd_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +698,7 @@ func (x *AttachResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttachResponse.ProtoReflect.Descriptor instead.
 func (*AttachResponse) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{3}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *AttachResponse) GetStatus() AttachResponse_Status {
@@ -600,7 +762,7 @@ type SessionFrame struct {
 
 func (x *SessionFrame) Reset() {
 	*x = SessionFrame{}
-	mi := &file_pb_overlayd_proto_msgTypes[4]
+	mi := &file_pb_overlayd_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -612,7 +774,7 @@ func (x *SessionFrame) String() string {
 func (*SessionFrame) ProtoMessage() {}
 
 func (x *SessionFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[4]
+	mi := &file_pb_overlayd_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -625,7 +787,7 @@ func (x *SessionFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionFrame.ProtoReflect.Descriptor instead.
 func (*SessionFrame) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{4}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SessionFrame) GetKind() isSessionFrame_Kind {
@@ -862,7 +1024,7 @@ type DirectMessage struct {
 
 func (x *DirectMessage) Reset() {
 	*x = DirectMessage{}
-	mi := &file_pb_overlayd_proto_msgTypes[5]
+	mi := &file_pb_overlayd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1036,7 @@ func (x *DirectMessage) String() string {
 func (*DirectMessage) ProtoMessage() {}
 
 func (x *DirectMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[5]
+	mi := &file_pb_overlayd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1049,7 @@ func (x *DirectMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DirectMessage.ProtoReflect.Descriptor instead.
 func (*DirectMessage) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{5}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DirectMessage) GetId() []byte {
@@ -939,7 +1101,7 @@ type Ack struct {
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_pb_overlayd_proto_msgTypes[6]
+	mi := &file_pb_overlayd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1113,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[6]
+	mi := &file_pb_overlayd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1126,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{6}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Ack) GetId() []byte {
@@ -1009,7 +1171,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_pb_overlayd_proto_msgTypes[7]
+	mi := &file_pb_overlayd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1183,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[7]
+	mi := &file_pb_overlayd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1196,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{7}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Result) GetId() []byte {
@@ -1082,7 +1244,7 @@ type GroupOp struct {
 
 func (x *GroupOp) Reset() {
 	*x = GroupOp{}
-	mi := &file_pb_overlayd_proto_msgTypes[8]
+	mi := &file_pb_overlayd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1256,7 @@ func (x *GroupOp) String() string {
 func (*GroupOp) ProtoMessage() {}
 
 func (x *GroupOp) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[8]
+	mi := &file_pb_overlayd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1269,7 @@ func (x *GroupOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOp.ProtoReflect.Descriptor instead.
 func (*GroupOp) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{8}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GroupOp) GetGroup() string {
@@ -1138,7 +1300,7 @@ type GroupPublish struct {
 
 func (x *GroupPublish) Reset() {
 	*x = GroupPublish{}
-	mi := &file_pb_overlayd_proto_msgTypes[9]
+	mi := &file_pb_overlayd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1312,7 @@ func (x *GroupPublish) String() string {
 func (*GroupPublish) ProtoMessage() {}
 
 func (x *GroupPublish) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[9]
+	mi := &file_pb_overlayd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1325,7 @@ func (x *GroupPublish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPublish.ProtoReflect.Descriptor instead.
 func (*GroupPublish) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{9}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GroupPublish) GetGroup() string {
@@ -1222,7 +1384,7 @@ type GroupMessage struct {
 
 func (x *GroupMessage) Reset() {
 	*x = GroupMessage{}
-	mi := &file_pb_overlayd_proto_msgTypes[10]
+	mi := &file_pb_overlayd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1234,7 +1396,7 @@ func (x *GroupMessage) String() string {
 func (*GroupMessage) ProtoMessage() {}
 
 func (x *GroupMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[10]
+	mi := &file_pb_overlayd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1247,7 +1409,7 @@ func (x *GroupMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMessage.ProtoReflect.Descriptor instead.
 func (*GroupMessage) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{10}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GroupMessage) GetGroup() string {
@@ -1308,7 +1470,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_pb_overlayd_proto_msgTypes[11]
+	mi := &file_pb_overlayd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1482,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[11]
+	mi := &file_pb_overlayd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1495,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{11}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Gap) GetDropped() uint64 {
@@ -1353,7 +1515,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_pb_overlayd_proto_msgTypes[12]
+	mi := &file_pb_overlayd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1527,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[12]
+	mi := &file_pb_overlayd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1540,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{12}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MembersRequest) GetId() []byte {
@@ -1407,7 +1569,7 @@ type Members struct {
 
 func (x *Members) Reset() {
 	*x = Members{}
-	mi := &file_pb_overlayd_proto_msgTypes[13]
+	mi := &file_pb_overlayd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1419,7 +1581,7 @@ func (x *Members) String() string {
 func (*Members) ProtoMessage() {}
 
 func (x *Members) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[13]
+	mi := &file_pb_overlayd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1432,7 +1594,7 @@ func (x *Members) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Members.ProtoReflect.Descriptor instead.
 func (*Members) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{13}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Members) GetId() []byte {
@@ -1484,7 +1646,7 @@ type RelayFrame struct {
 
 func (x *RelayFrame) Reset() {
 	*x = RelayFrame{}
-	mi := &file_pb_overlayd_proto_msgTypes[14]
+	mi := &file_pb_overlayd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1496,7 +1658,7 @@ func (x *RelayFrame) String() string {
 func (*RelayFrame) ProtoMessage() {}
 
 func (x *RelayFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[14]
+	mi := &file_pb_overlayd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1509,7 +1671,7 @@ func (x *RelayFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayFrame.ProtoReflect.Descriptor instead.
 func (*RelayFrame) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{14}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RelayFrame) GetKind() isRelayFrame_Kind {
@@ -1657,7 +1819,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_pb_overlayd_proto_msgTypes[15]
+	mi := &file_pb_overlayd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +1831,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[15]
+	mi := &file_pb_overlayd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +1844,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{15}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PublishResult) GetTo() []byte {
@@ -1712,7 +1874,7 @@ type PresenceRecord struct {
 
 func (x *PresenceRecord) Reset() {
 	*x = PresenceRecord{}
-	mi := &file_pb_overlayd_proto_msgTypes[16]
+	mi := &file_pb_overlayd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1886,7 @@ func (x *PresenceRecord) String() string {
 func (*PresenceRecord) ProtoMessage() {}
 
 func (x *PresenceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[16]
+	mi := &file_pb_overlayd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1899,7 @@ func (x *PresenceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceRecord.ProtoReflect.Descriptor instead.
 func (*PresenceRecord) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{16}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PresenceRecord) GetClient() []byte {
@@ -1777,7 +1939,7 @@ type PresenceBatch struct {
 
 func (x *PresenceBatch) Reset() {
 	*x = PresenceBatch{}
-	mi := &file_pb_overlayd_proto_msgTypes[17]
+	mi := &file_pb_overlayd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1951,7 @@ func (x *PresenceBatch) String() string {
 func (*PresenceBatch) ProtoMessage() {}
 
 func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[17]
+	mi := &file_pb_overlayd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1964,7 @@ func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceBatch.ProtoReflect.Descriptor instead.
 func (*PresenceBatch) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{17}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PresenceBatch) GetRecords() []*PresenceRecord {
@@ -1825,7 +1987,7 @@ type MembershipRecord struct {
 
 func (x *MembershipRecord) Reset() {
 	*x = MembershipRecord{}
-	mi := &file_pb_overlayd_proto_msgTypes[18]
+	mi := &file_pb_overlayd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +1999,7 @@ func (x *MembershipRecord) String() string {
 func (*MembershipRecord) ProtoMessage() {}
 
 func (x *MembershipRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[18]
+	mi := &file_pb_overlayd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +2012,7 @@ func (x *MembershipRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipRecord.ProtoReflect.Descriptor instead.
 func (*MembershipRecord) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{18}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MembershipRecord) GetGroup() string {
@@ -1890,7 +2052,7 @@ type MembershipBatch struct {
 
 func (x *MembershipBatch) Reset() {
 	*x = MembershipBatch{}
-	mi := &file_pb_overlayd_proto_msgTypes[19]
+	mi := &file_pb_overlayd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +2064,7 @@ func (x *MembershipBatch) String() string {
 func (*MembershipBatch) ProtoMessage() {}
 
 func (x *MembershipBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[19]
+	mi := &file_pb_overlayd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2077,7 @@ func (x *MembershipBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipBatch.ProtoReflect.Descriptor instead.
 func (*MembershipBatch) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{19}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *MembershipBatch) GetRecords() []*MembershipRecord {
@@ -1937,7 +2099,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_pb_overlayd_proto_msgTypes[20]
+	mi := &file_pb_overlayd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2111,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[20]
+	mi := &file_pb_overlayd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2124,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{20}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *LookupRequest) GetClient() []byte {
@@ -1991,7 +2153,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_pb_overlayd_proto_msgTypes[21]
+	mi := &file_pb_overlayd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2003,7 +2165,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[21]
+	mi := &file_pb_overlayd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2016,7 +2178,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{21}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LookupResponse) GetFound() bool {
@@ -2058,7 +2220,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_pb_overlayd_proto_msgTypes[22]
+	mi := &file_pb_overlayd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2232,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[22]
+	mi := &file_pb_overlayd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2245,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{22}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Ping) GetSeq() uint64 {
@@ -2103,7 +2265,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_pb_overlayd_proto_msgTypes[23]
+	mi := &file_pb_overlayd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2115,7 +2277,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[23]
+	mi := &file_pb_overlayd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2128,7 +2290,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{23}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Pong) GetSeq() uint64 {
@@ -2155,7 +2317,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_pb_overlayd_proto_msgTypes[24]
+	mi := &file_pb_overlayd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2329,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[24]
+	mi := &file_pb_overlayd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2342,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{24}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Detach) GetReason() string {
@@ -2208,7 +2370,7 @@ var File_pb_overlayd_proto protoreflect.FileDescriptor
 
 const file_pb_overlayd_proto_rawDesc = "" +
 	"\n" +
-	"\x11pb/overlayd.proto\x12\voverlayd.v1\"\x90\x02\n" +
+	"\x11pb/overlayd.proto\x12\voverlayd.v1\"\xad\x02\n" +
 	"\fAnnouncement\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\fR\x06peerId\x12\x14\n" +
 	"\x05addrs\x18\x02 \x03(\fR\x05addrs\x12%\n" +
@@ -2219,7 +2381,21 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x03seq\x18\a \x01(\x04R\x03seq\x12\x1f\n" +
 	"\vinterval_ms\x18\b \x01(\rR\n" +
 	"intervalMs\x12\x1c\n" +
-	"\tdeparting\x18\t \x01(\bR\tdeparting\":\n" +
+	"\tdeparting\x18\t \x01(\bR\tdeparting\x12\x1b\n" +
+	"\tmega_cert\x18\n" +
+	" \x01(\fR\bmegaCert\"\xd4\x01\n" +
+	"\x0fMegaCertificate\x12\x18\n" +
+	"\asubject\x18\x01 \x01(\fR\asubject\x12%\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x11.overlayd.v1.RoleR\x04role\x12\x1a\n" +
+	"\bcapacity\x18\x03 \x01(\rR\bcapacity\x12&\n" +
+	"\x0fnot_before_unix\x18\x04 \x01(\x03R\rnotBeforeUnix\x12$\n" +
+	"\x0enot_after_unix\x18\x05 \x01(\x03R\fnotAfterUnix\x12\x16\n" +
+	"\x06serial\x18\x06 \x01(\x04R\x06serial\"o\n" +
+	"\x0eMegaRevocation\x12\x16\n" +
+	"\x06serial\x18\x01 \x01(\x04R\x06serial\x12\x1f\n" +
+	"\vissued_unix\x18\x02 \x01(\x03R\n" +
+	"issuedUnix\x12$\n" +
+	"\x0enot_after_unix\x18\x03 \x01(\x03R\fnotAfterUnix\":\n" +
 	"\tPeerAddrs\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\fR\x06peerId\x12\x14\n" +
 	"\x05addrs\x18\x02 \x03(\fR\x05addrs\"\xf4\x01\n" +
@@ -2376,74 +2552,77 @@ func file_pb_overlayd_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_overlayd_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_pb_overlayd_proto_goTypes = []any{
 	(Role)(0),                  // 0: overlayd.v1.Role
 	(AttachRequest_Reason)(0),  // 1: overlayd.v1.AttachRequest.Reason
 	(AttachResponse_Status)(0), // 2: overlayd.v1.AttachResponse.Status
 	(Result_Status)(0),         // 3: overlayd.v1.Result.Status
 	(*Announcement)(nil),       // 4: overlayd.v1.Announcement
-	(*PeerAddrs)(nil),          // 5: overlayd.v1.PeerAddrs
-	(*AttachRequest)(nil),      // 6: overlayd.v1.AttachRequest
-	(*AttachResponse)(nil),     // 7: overlayd.v1.AttachResponse
-	(*SessionFrame)(nil),       // 8: overlayd.v1.SessionFrame
-	(*DirectMessage)(nil),      // 9: overlayd.v1.DirectMessage
-	(*Ack)(nil),                // 10: overlayd.v1.Ack
-	(*Result)(nil),             // 11: overlayd.v1.Result
-	(*GroupOp)(nil),            // 12: overlayd.v1.GroupOp
-	(*GroupPublish)(nil),       // 13: overlayd.v1.GroupPublish
-	(*GroupMessage)(nil),       // 14: overlayd.v1.GroupMessage
-	(*Gap)(nil),                // 15: overlayd.v1.Gap
-	(*MembersRequest)(nil),     // 16: overlayd.v1.MembersRequest
-	(*Members)(nil),            // 17: overlayd.v1.Members
-	(*RelayFrame)(nil),         // 18: overlayd.v1.RelayFrame
-	(*PublishResult)(nil),      // 19: overlayd.v1.PublishResult
-	(*PresenceRecord)(nil),     // 20: overlayd.v1.PresenceRecord
-	(*PresenceBatch)(nil),      // 21: overlayd.v1.PresenceBatch
-	(*MembershipRecord)(nil),   // 22: overlayd.v1.MembershipRecord
-	(*MembershipBatch)(nil),    // 23: overlayd.v1.MembershipBatch
-	(*LookupRequest)(nil),      // 24: overlayd.v1.LookupRequest
-	(*LookupResponse)(nil),     // 25: overlayd.v1.LookupResponse
-	(*Ping)(nil),               // 26: overlayd.v1.Ping
-	(*Pong)(nil),               // 27: overlayd.v1.Pong
-	(*Detach)(nil),             // 28: overlayd.v1.Detach
+	(*MegaCertificate)(nil),    // 5: overlayd.v1.MegaCertificate
+	(*MegaRevocation)(nil),     // 6: overlayd.v1.MegaRevocation
+	(*PeerAddrs)(nil),          // 7: overlayd.v1.PeerAddrs
+	(*AttachRequest)(nil),      // 8: overlayd.v1.AttachRequest
+	(*AttachResponse)(nil),     // 9: overlayd.v1.AttachResponse
+	(*SessionFrame)(nil),       // 10: overlayd.v1.SessionFrame
+	(*DirectMessage)(nil),      // 11: overlayd.v1.DirectMessage
+	(*Ack)(nil),                // 12: overlayd.v1.Ack
+	(*Result)(nil),             // 13: overlayd.v1.Result
+	(*GroupOp)(nil),            // 14: overlayd.v1.GroupOp
+	(*GroupPublish)(nil),       // 15: overlayd.v1.GroupPublish
+	(*GroupMessage)(nil),       // 16: overlayd.v1.GroupMessage
+	(*Gap)(nil),                // 17: overlayd.v1.Gap
+	(*MembersRequest)(nil),     // 18: overlayd.v1.MembersRequest
+	(*Members)(nil),            // 19: overlayd.v1.Members
+	(*RelayFrame)(nil),         // 20: overlayd.v1.RelayFrame
+	(*PublishResult)(nil),      // 21: overlayd.v1.PublishResult
+	(*PresenceRecord)(nil),     // 22: overlayd.v1.PresenceRecord
+	(*PresenceBatch)(nil),      // 23: overlayd.v1.PresenceBatch
+	(*MembershipRecord)(nil),   // 24: overlayd.v1.MembershipRecord
+	(*MembershipBatch)(nil),    // 25: overlayd.v1.MembershipBatch
+	(*LookupRequest)(nil),      // 26: overlayd.v1.LookupRequest
+	(*LookupResponse)(nil),     // 27: overlayd.v1.LookupResponse
+	(*Ping)(nil),               // 28: overlayd.v1.Ping
+	(*Pong)(nil),               // 29: overlayd.v1.Pong
+	(*Detach)(nil),             // 30: overlayd.v1.Detach
 }
 var file_pb_overlayd_proto_depIdxs = []int32{
 	0,  // 0: overlayd.v1.Announcement.role:type_name -> overlayd.v1.Role
-	1,  // 1: overlayd.v1.AttachRequest.reason:type_name -> overlayd.v1.AttachRequest.Reason
-	2,  // 2: overlayd.v1.AttachResponse.status:type_name -> overlayd.v1.AttachResponse.Status
-	5,  // 3: overlayd.v1.AttachResponse.alternatives:type_name -> overlayd.v1.PeerAddrs
-	26, // 4: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
-	27, // 5: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
-	28, // 6: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
-	9,  // 7: overlayd.v1.SessionFrame.send:type_name -> overlayd.v1.DirectMessage
-	9,  // 8: overlayd.v1.SessionFrame.deliver:type_name -> overlayd.v1.DirectMessage
-	10, // 9: overlayd.v1.SessionFrame.ack:type_name -> overlayd.v1.Ack
-	11, // 10: overlayd.v1.SessionFrame.result:type_name -> overlayd.v1.Result
-	12, // 11: overlayd.v1.SessionFrame.group_op:type_name -> overlayd.v1.GroupOp
-	13, // 12: overlayd.v1.SessionFrame.publish:type_name -> overlayd.v1.GroupPublish
-	14, // 13: overlayd.v1.SessionFrame.group_message:type_name -> overlayd.v1.GroupMessage
-	15, // 14: overlayd.v1.SessionFrame.gap:type_name -> overlayd.v1.Gap
-	16, // 15: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
-	17, // 16: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
-	3,  // 17: overlayd.v1.Result.status:type_name -> overlayd.v1.Result.Status
-	9,  // 18: overlayd.v1.RelayFrame.deliver:type_name -> overlayd.v1.DirectMessage
-	10, // 19: overlayd.v1.RelayFrame.ack:type_name -> overlayd.v1.Ack
-	9,  // 20: overlayd.v1.RelayFrame.nack:type_name -> overlayd.v1.DirectMessage
-	21, // 21: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
-	23, // 22: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
-	13, // 23: overlayd.v1.RelayFrame.publish:type_name -> overlayd.v1.GroupPublish
-	14, // 24: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
-	19, // 25: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
-	11, // 26: overlayd.v1.PublishResult.result:type_name -> overlayd.v1.Result
-	20, // 27: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
-	22, // 28: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
-	5,  // 29: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	0,  // 1: overlayd.v1.MegaCertificate.role:type_name -> overlayd.v1.Role
+	1,  // 2: overlayd.v1.AttachRequest.reason:type_name -> overlayd.v1.AttachRequest.Reason
+	2,  // 3: overlayd.v1.AttachResponse.status:type_name -> overlayd.v1.AttachResponse.Status
+	7,  // 4: overlayd.v1.AttachResponse.alternatives:type_name -> overlayd.v1.PeerAddrs
+	28, // 5: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
+	29, // 6: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
+	30, // 7: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
+	11, // 8: overlayd.v1.SessionFrame.send:type_name -> overlayd.v1.DirectMessage
+	11, // 9: overlayd.v1.SessionFrame.deliver:type_name -> overlayd.v1.DirectMessage
+	12, // 10: overlayd.v1.SessionFrame.ack:type_name -> overlayd.v1.Ack
+	13, // 11: overlayd.v1.SessionFrame.result:type_name -> overlayd.v1.Result
+	14, // 12: overlayd.v1.SessionFrame.group_op:type_name -> overlayd.v1.GroupOp
+	15, // 13: overlayd.v1.SessionFrame.publish:type_name -> overlayd.v1.GroupPublish
+	16, // 14: overlayd.v1.SessionFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	17, // 15: overlayd.v1.SessionFrame.gap:type_name -> overlayd.v1.Gap
+	18, // 16: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
+	19, // 17: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
+	3,  // 18: overlayd.v1.Result.status:type_name -> overlayd.v1.Result.Status
+	11, // 19: overlayd.v1.RelayFrame.deliver:type_name -> overlayd.v1.DirectMessage
+	12, // 20: overlayd.v1.RelayFrame.ack:type_name -> overlayd.v1.Ack
+	11, // 21: overlayd.v1.RelayFrame.nack:type_name -> overlayd.v1.DirectMessage
+	23, // 22: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
+	25, // 23: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
+	15, // 24: overlayd.v1.RelayFrame.publish:type_name -> overlayd.v1.GroupPublish
+	16, // 25: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	21, // 26: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
+	13, // 27: overlayd.v1.PublishResult.result:type_name -> overlayd.v1.Result
+	22, // 28: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
+	24, // 29: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
+	7,  // 30: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_pb_overlayd_proto_init() }
@@ -2451,7 +2630,7 @@ func file_pb_overlayd_proto_init() {
 	if File_pb_overlayd_proto != nil {
 		return
 	}
-	file_pb_overlayd_proto_msgTypes[4].OneofWrappers = []any{
+	file_pb_overlayd_proto_msgTypes[6].OneofWrappers = []any{
 		(*SessionFrame_Ping)(nil),
 		(*SessionFrame_Pong)(nil),
 		(*SessionFrame_Detach)(nil),
@@ -2466,7 +2645,7 @@ func file_pb_overlayd_proto_init() {
 		(*SessionFrame_MembersRequest)(nil),
 		(*SessionFrame_Members)(nil),
 	}
-	file_pb_overlayd_proto_msgTypes[14].OneofWrappers = []any{
+	file_pb_overlayd_proto_msgTypes[16].OneofWrappers = []any{
 		(*RelayFrame_Deliver)(nil),
 		(*RelayFrame_Ack)(nil),
 		(*RelayFrame_Nack)(nil),
@@ -2482,7 +2661,7 @@ func file_pb_overlayd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_overlayd_proto_rawDesc), len(file_pb_overlayd_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   25,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
