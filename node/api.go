@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -26,6 +27,7 @@ func (n *Node) startAPI(ctx context.Context) error {
 	mux.HandleFunc("GET /v1/supernodes", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.Supernodes()) })
 	mux.HandleFunc("GET /v1/ring", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.RingInfo()) })
 	n.messagingRoutes(mux)
+	n.megaRoutes(mux)
 	n.apiSrv = n.serve(ln, localapi.RequireToken(token, mux))
 	n.log.Info("local API", "addr", ln.Addr().String())
 	return nil
@@ -75,6 +77,12 @@ func (n *Node) Status() localapi.Status {
 	if n.admission != nil {
 		s.AttachedClients = n.admission.Load()
 	}
+	if c, ok := n.MegaCert(); ok {
+		s.Role = "mega"
+		s.RoleReason = fmt.Sprintf("operator certificate %d, capacity %d, until %s", c.Serial, c.Capacity, c.NotAfter.UTC().Format(time.RFC3339))
+		s.Capacity = int(c.Capacity)
+		s.Mega = &localapi.MegaCert{Serial: c.Serial, Capacity: c.Capacity, NotBefore: c.NotBefore, NotAfter: c.NotAfter}
+	}
 	return s
 }
 
@@ -118,6 +126,10 @@ func (n *Node) Supernodes() []localapi.Supernode {
 		}
 		for _, a := range e.Addrs {
 			s.Addrs = append(s.Addrs, a.String())
+		}
+		if e.Cert != nil {
+			until := e.Cert.NotAfter
+			s.MegaUntil = &until
 		}
 		out = append(out, s)
 	}

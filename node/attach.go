@@ -108,9 +108,13 @@ func plan(self peer.ID, home []peer.ID, alts []peer.AddrInfo, snap *directory.Sn
 			x -= spare[i].spare
 		}
 	}
-	rng.Shuffle(len(megas), func(i, j int) { megas[i], megas[j] = megas[j], megas[i] })
-	for _, e := range megas {
-		add(peer.AddrInfo{ID: e.ID, Addrs: e.Addrs})
+	ais := make([]peer.AddrInfo, len(megas))
+	caps := make([]uint32, len(megas))
+	for i, e := range megas {
+		ais[i], caps[i] = peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, e.Capacity
+	}
+	for _, ai := range megaOrder(self, ais, caps) {
+		add(ai)
 	}
 	return out
 }
@@ -442,10 +446,14 @@ func (c *attacher) keep(ctx context.Context, sess *clientSession) sessionEnd {
 	}
 	frames := make(chan frame, 1)
 	readCtx, stopRead := context.WithCancel(ctx)
-	defer stopRead()
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer sess.s.Reset() // unblocks the reader before wg.Wait
+	defer func() {
+		// Unblock the reader (in Read, or handing over a frame) before
+		// waiting for it.
+		sess.s.Reset()
+		stopRead()
+		wg.Wait()
+	}()
 	wg.Go(func() {
 		for {
 			f := &pb.SessionFrame{}
@@ -512,8 +520,18 @@ func (c *attacher) keep(ctx context.Context, sess *clientSession) sessionEnd {
 			if err := sess.write(now, &pb.SessionFrame{Kind: &pb.SessionFrame_Ping{Ping: &pb.Ping{Seq: seq}}}); err != nil {
 				return sessionEnd{reason: fmt.Sprintf("ping: %v", err)}
 			}
-			if !sess.home && !c.n.now().Before(nextReturn) {
+			if !c.n.now().Before(nextReturn) {
 				nextReturn = c.n.now().Add(c.n.cfg.ReturnInterval/2 + backoff.Stagger(c.n.cfg.ReturnInterval, c.rng))
+				// The home cluster follows the ring: a supernode that was
+				// home may no longer be (ring changes, a mega-supernode
+				// that was briefly seen as regular).
+				home := slices.Contains(HomeCluster(c.n.rings.Load(), c.n.ID()), sess.peer)
+				c.mu.Lock()
+				sess.home = home
+				c.mu.Unlock()
+				if home {
+					continue
+				}
 				if next := c.tryReturn(ctx); next != nil {
 					c.sendDetach(sess, "returning home")
 					c.n.m.returns.Inc()

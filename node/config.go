@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	"gopkg.in/yaml.v3"
@@ -74,6 +75,14 @@ type Config struct {
 	// ReturnInterval is the mean time between a failed-over client's
 	// attempts to move back to its home cluster (jittered ±50%).
 	ReturnInterval time.Duration `yaml:"return-interval"`
+	// OperatorPubkeys are the operator public keys ("ed25519:...") whose
+	// mega-supernode certificates and revocations this node trusts.
+	OperatorPubkeys []string `yaml:"operator-pubkey"`
+	// MegaCert is a certificate file: the node starts as a mega-supernode.
+	MegaCert string `yaml:"mega-cert"`
+	// DrainPeriod is how long a demoted mega-supernode takes to hand the
+	// clients above its regular capacity back, evenly.
+	DrainPeriod time.Duration `yaml:"drain-period"`
 	// LogLevel is debug, info, warn or error; LogFormat text or json.
 	LogLevel  string `yaml:"log-level"`
 	LogFormat string `yaml:"log-format"`
@@ -124,6 +133,7 @@ func DefaultConfig() Config {
 		RetryBase:        time.Second,
 		RetryMax:         time.Minute,
 		ReturnInterval:   30 * time.Second,
+		DrainPeriod:      time.Minute,
 		LogLevel:         "info",
 		LogFormat:        "text",
 	}
@@ -191,6 +201,7 @@ func (c *Config) Validate() error {
 		{"--retry-base", c.RetryBase, time.Millisecond, time.Hour},
 		{"--retry-max", c.RetryMax, c.RetryBase, time.Hour},
 		{"--return-interval", c.ReturnInterval, 10 * time.Millisecond, 24 * time.Hour},
+		{"--drain-period", c.DrainPeriod, 0, 24 * time.Hour},
 	} {
 		if d.v < d.lo || d.v > d.hi {
 			return cfgErr(d.name, d.v.String(), "must be within [%v, %v]", d.lo, d.hi)
@@ -198,6 +209,15 @@ func (c *Config) Validate() error {
 	}
 	if c.ConnHeadroom < 16 || c.ConnHeadroom > 1_000_000 {
 		return cfgErr("--conn-headroom", fmt.Sprint(c.ConnHeadroom), "must be within [16, 1000000]")
+	}
+	if _, err := c.operatorKeys(); err != nil {
+		return err
+	}
+	if c.MegaCert != "" && c.Role != RoleSupernode {
+		return cfgErr("--mega-cert", c.MegaCert, "a mega-supernode runs with --role supernode")
+	}
+	if c.MegaCert != "" && len(c.OperatorPubkeys) == 0 {
+		return cfgErr("--mega-cert", c.MegaCert, "needs --operator-pubkey: the node verifies its own certificate as its peers will")
 	}
 	if c.ConnsPerIP < 1 || c.ConnsPerIP > 1_000_000 {
 		return cfgErr("--conns-per-ip", fmt.Sprint(c.ConnsPerIP), "must be within [1, 1000000]")
@@ -266,6 +286,18 @@ func (c *Config) bootstrapPeers() ([]peer.AddrInfo, error) {
 		return nil, cfgErr("--bootstrap", strings.Join(c.Bootstrap, ","), "%v", err)
 	}
 	return infos, nil
+}
+
+func (c *Config) operatorKeys() ([]crypto.PubKey, error) {
+	var ks []crypto.PubKey
+	for _, s := range c.OperatorPubkeys {
+		k, err := protocol.DecodeKey(s)
+		if err != nil {
+			return nil, cfgErr("--operator-pubkey", s, "%v", err)
+		}
+		ks = append(ks, k)
+	}
+	return ks, nil
 }
 
 // LoadConfigFile reads a YAML config file onto c: keys present in the file

@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
@@ -33,10 +34,10 @@ func connBudget(c Config) int {
 // only, an explicit resource manager and a connection manager whose
 // watermarks sit below the resource limits (so trimming can happen; see
 // go-libp2p issue 1640).
-func newHost(c Config, key crypto.PrivKey) (host.Host, error) {
+func newHost(c Config, key crypto.PrivKey) (host.Host, network.ResourceManager, error) {
 	listen, err := parseAddrs("--listen", c.Listen)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	budget := connBudget(c)
 	scaled := rcmgr.DefaultLimits
@@ -90,13 +91,13 @@ func newHost(c Config, key crypto.PrivKey) (host.Host, error) {
 		rcmgr.WithConnRateLimiters(rate),
 		rcmgr.WithMetricsDisabled())
 	if err != nil {
-		return nil, fmt.Errorf("resource manager: %w", err)
+		return nil, nil, fmt.Errorf("resource manager: %w", err)
 	}
 	low, high := budget*3/4, budget*7/8
 	cm, err := connmgr.NewConnManager(low, high, connmgr.WithGracePeriod(time.Minute))
 	if err != nil {
 		rm.Close()
-		return nil, fmt.Errorf("connection manager: %w", err)
+		return nil, nil, fmt.Errorf("connection manager: %w", err)
 	}
 	h, err := libp2p.New(
 		libp2p.Identity(key),
@@ -111,7 +112,7 @@ func newHost(c Config, key crypto.PrivKey) (host.Host, error) {
 	if err != nil {
 		cm.Close()
 		rm.Close()
-		return nil, fmt.Errorf("libp2p host: %w", err)
+		return nil, nil, fmt.Errorf("libp2p host: %w", err)
 	}
-	return h, nil
+	return h, rm, nil
 }

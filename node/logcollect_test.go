@@ -16,7 +16,7 @@ type collect struct {
 
 func (c *collect) Enabled(context.Context, slog.Level) bool { return true }
 func (c *collect) Handle(_ context.Context, r slog.Record) error {
-	if r.Message != "attach failed" && r.Message != "session ended" {
+	if r.Message != "attach failed" && r.Message != "session ended" && r.Message != "moved back to home cluster" {
 		return nil
 	}
 	s := r.Message

@@ -8,8 +8,9 @@ import (
 
 // metrics are the node's own Prometheus series, on the injected registry.
 type metrics struct {
-	accepted prometheus.Counter
-	rejected *prometheus.CounterVec
+	accepted     prometheus.Counter
+	rejected     *prometheus.CounterVec
+	certRejected *prometheus.CounterVec
 
 	// Client side of the attach protocol.
 	attempts       *prometheus.CounterVec
@@ -61,11 +62,19 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		Help:    "Backoff waits between failed attach passes.",
 		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 	})
+	m.certRejected = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "overlayd_directory_certificates_rejected_total",
+		Help: "Mega-supernode certificates and revocations refused, by reason.",
+	}, []string{"reason"})
+	for _, r := range protocol.CertReasons {
+		m.certRejected.WithLabelValues(string(r))
+		m.rejected.WithLabelValues(string(r))
+	}
 	for _, r := range protocol.Reasons {
 		m.rejected.WithLabelValues(string(r))
 	}
 	cs := []prometheus.Collector{
-		m.accepted, m.rejected, m.attempts, m.failovers, m.returns, m.deadSupernodes, m.attached, m.keepaliveRTT, m.attachWaits,
+		m.accepted, m.rejected, m.certRejected, m.attempts, m.failovers, m.returns, m.deadSupernodes, m.attached, m.keepaliveRTT, m.attachWaits,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "overlayd_directory_entries",
 			Help: "Live supernodes in this node's directory.",

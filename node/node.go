@@ -16,6 +16,7 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -25,6 +26,7 @@ import (
 	"github.com/overlayd/overlayd/overlay/backoff"
 	"github.com/overlayd/overlayd/overlay/directory"
 	"github.com/overlayd/overlayd/overlay/ring"
+	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
 	"github.com/overlayd/overlayd/supernode/capacity"
 	"github.com/overlayd/overlayd/supernode/fanout"
@@ -45,11 +47,21 @@ type Node struct {
 	observe      func(Event)
 	perMember    bool
 
+	trusted  []crypto.PubKey
+	megaMu   sync.Mutex
+	revoked  map[uint64]time.Time // serial → until
+	cert     *protocol.MegaCert   // this node's, while it is mega
+	certRaw  []byte
+	ownRevs  [][]byte // revocations submitted here, re-published until moot
+	revTopic *pubsub.Topic
+	runCtx   context.Context // lives from Start to Close
+
 	dir   *directory.Directory
 	rings ring.Published
 
 	// Set by Start; read-only afterwards.
 	host      host.Host
+	rm        network.ResourceManager
 	ps        *pubsub.PubSub
 	topic     *pubsub.Topic
 	sub       *pubsub.Subscription
@@ -191,8 +203,10 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 		reg:     defaultRegistry(),
 		now:     time.Now,
 		debounc: min(cfg.AnnounceInterval/10, time.Second),
-		dir:     directory.New(),
+		revoked: map[uint64]time.Time{},
 	}
+	n.trusted, _ = cfg.operatorKeys()
+	n.dir = directory.New(directory.WithMegaVerifier(n.verifyMega))
 	for _, o := range opts {
 		if err := o(n); err != nil {
 			return nil, err
@@ -237,7 +251,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if n.host, err = newHost(n.cfg, n.key); err != nil {
+	if n.host, n.rm, err = newHost(n.cfg, n.key); err != nil {
 		return err
 	}
 	n.log = n.log.With("peer", n.host.ID().ShortString())
@@ -247,8 +261,15 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.startDirectory(runCtx); err != nil {
 		return err
 	}
+	if err := n.startRevocations(runCtx); err != nil {
+		return err
+	}
+	n.runCtx = runCtx
 	if n.cfg.Role == RoleSupernode {
 		if err := n.startSupernode(); err != nil {
+			return err
+		}
+		if err := n.loadMegaCert(ctx); err != nil {
 			return err
 		}
 	} else {
@@ -271,6 +292,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.goLoop(func() { n.expireLoop(runCtx) })
 	n.goLoop(func() { n.ringLoop(runCtx) })
 	n.goLoop(func() { n.bootstrapLoop(runCtx) })
+	n.goLoop(func() { n.megaLoop(runCtx) })
 	if n.announcer != nil {
 		n.goLoop(func() { n.announceLoop(runCtx) })
 		n.goLoop(func() { n.meshLoop(runCtx) })

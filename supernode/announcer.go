@@ -24,6 +24,7 @@ type Announcer struct {
 	seq      uint64
 	role     protocol.Role
 	capacity uint32
+	cert     []byte
 }
 
 // NewAnnouncer returns an Announcer for id announcing every interval.
@@ -55,6 +56,13 @@ func (a *Announcer) SetRole(role protocol.Role, capacity int) error {
 	return nil
 }
 
+// SetCert sets the certificate carried by RoleMega announcements.
+func (a *Announcer) SetCert(cert []byte) {
+	a.mu.Lock()
+	a.cert = cert
+	a.mu.Unlock()
+}
+
 // Interval returns the announce interval.
 func (a *Announcer) Interval() time.Duration { return a.interval }
 
@@ -66,8 +74,11 @@ func (a *Announcer) Next(addrs []ma.Multiaddr, load int, departing bool, now tim
 	a.mu.Lock()
 	seq := max(a.seq+1, uint64(max(now.UnixNano(), 1)))
 	a.seq = seq
-	role, capacity := a.role, a.capacity
+	role, capacity, cert := a.role, a.capacity, a.cert
 	a.mu.Unlock()
+	if role != protocol.RoleMega {
+		cert = nil
+	}
 	ann := protocol.Announcement{
 		ID:        a.id,
 		Addrs:     addrs,
@@ -78,6 +89,7 @@ func (a *Announcer) Next(addrs []ma.Multiaddr, load int, departing bool, now tim
 		Seq:       seq,
 		Interval:  a.interval,
 		Departing: departing,
+		MegaCert:  cert,
 	}
 	return ann.Marshal()
 }

@@ -71,6 +71,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			sendCommand(),
 			listenCommand(),
 			groupCommand(),
+			promoteCommand(),
+			demoteCommand(),
+			revokeCommand(),
+			operatorCommand(),
 			testnetCommand(),
 		},
 	}

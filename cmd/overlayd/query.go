@@ -68,6 +68,10 @@ func statusCommand() *cli.Command {
 					fmt.Fprintf(tw, "attached to\t- (not attached; %d failovers)\n", s.Failovers)
 				}
 			}
+			if m := s.Mega; m != nil {
+				fmt.Fprintf(tw, "mega certificate\tserial %d, capacity %d, valid %s to %s\n", m.Serial, m.Capacity,
+					m.NotBefore.UTC().Format(time.RFC3339), m.NotAfter.UTC().Format(time.RFC3339))
+			}
 			if len(s.Semaphores) > 0 {
 				fmt.Fprintf(tw, "attached clients\t%d\n", s.AttachedClients)
 				for _, m := range s.Semaphores {
@@ -126,7 +130,11 @@ func writeSupernodes(w io.Writer, ss []localapi.Supernode) {
 		if len(s.Addrs) > 0 {
 			addr = s.Addrs[0]
 		}
-		fmt.Fprintf(tw, "%s%s\t%s\t%d/%d\t%d\t%s\t%s\n", s.ID, self, s.Role, s.Load, s.Capacity,
+		role := s.Role
+		if s.MegaUntil != nil {
+			role += " until " + s.MegaUntil.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s%s\t%s\t%d/%d\t%d\t%s\t%s\n", s.ID, self, role, s.Load, s.Capacity,
 			int(s.Capacity)-int(s.Load), s.LastSeen.Format(time.TimeOnly), addr)
 	}
 	tw.Flush()

@@ -46,6 +46,9 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retry-base", Usage: "first backoff ceiling after a failed attach pass (doubles per failure, full jitter)", Value: d.RetryBase, EnvVars: []string{"OVERLAYD_RETRY_BASE"}},
 			&cli.DurationFlag{Name: "retry-max", Usage: "largest backoff ceiling", Value: d.RetryMax, EnvVars: []string{"OVERLAYD_RETRY_MAX"}},
 			&cli.DurationFlag{Name: "return-interval", Usage: "mean time between a failed-over client's attempts to move back home (jittered)", Value: d.ReturnInterval, EnvVars: []string{"OVERLAYD_RETURN_INTERVAL"}},
+			&cli.StringSliceFlag{Name: "operator-pubkey", Usage: "trusted operator public key (ed25519:...) for mega-supernode certificates (repeatable)", EnvVars: []string{"OVERLAYD_OPERATOR_PUBKEY"}},
+			&cli.StringFlag{Name: "mega-cert", Usage: "start as a mega-supernode with this certificate file (needs --role supernode)", EnvVars: []string{"OVERLAYD_MEGA_CERT"}},
+			&cli.DurationFlag{Name: "drain-period", Usage: "how long a demoted mega-supernode takes to hand extra clients back", Value: d.DrainPeriod, EnvVars: []string{"OVERLAYD_DRAIN_PERIOD"}},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: d.LogLevel, EnvVars: []string{"OVERLAYD_LOG_LEVEL"}},
 			&cli.StringFlag{Name: "log-format", Usage: "text or json", Value: d.LogFormat, EnvVars: []string{"OVERLAYD_LOG_FORMAT"}},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "host:port for Prometheus /metrics (off when empty; loopback only unless --metrics-public)", EnvVars: []string{"OVERLAYD_METRICS_LISTEN"}},
@@ -99,6 +102,9 @@ func configFrom(c *cli.Context) (node.Config, error) {
 	set("retry-base", func() { cfg.RetryBase = c.Duration("retry-base") })
 	set("retry-max", func() { cfg.RetryMax = c.Duration("retry-max") })
 	set("return-interval", func() { cfg.ReturnInterval = c.Duration("return-interval") })
+	set("operator-pubkey", func() { cfg.OperatorPubkeys = c.StringSlice("operator-pubkey") })
+	set("mega-cert", func() { cfg.MegaCert = c.String("mega-cert") })
+	set("drain-period", func() { cfg.DrainPeriod = c.Duration("drain-period") })
 	set("log-level", func() { cfg.LogLevel = c.String("log-level") })
 	set("log-format", func() { cfg.LogFormat = c.String("log-format") })
 	set("metrics-listen", func() { cfg.MetricsListen = c.String("metrics-listen") })

@@ -29,6 +29,22 @@ type Status struct {
 	Semaphores []Semaphore `json:"semaphores,omitempty"`
 	// AttachedClients is a supernode's number of attached clients.
 	AttachedClients int `json:"attached_clients"`
+	// Mega is this node's certificate while it is a mega-supernode.
+	Mega *MegaCert `json:"mega,omitempty"`
+}
+
+// MegaCert describes a mega-supernode certificate.
+type MegaCert struct {
+	Serial    uint64    `json:"serial"`
+	Capacity  uint32    `json:"capacity"`
+	NotBefore time.Time `json:"not_before"`
+	NotAfter  time.Time `json:"not_after"`
+}
+
+// CertRequest carries a certificate or revocation in its text form
+// (protocol.EncodeBlob).
+type CertRequest struct {
+	Blob string `json:"blob"`
 }
 
 // Attachment is an ordinary node's current session.
@@ -70,6 +86,8 @@ type Supernode struct {
 	LastSeen time.Time `json:"last_seen"`
 	Expires  time.Time `json:"expires"`
 	Self     bool      `json:"self,omitempty"`
+	// MegaUntil is when a mega-supernode's certificate ends.
+	MegaUntil *time.Time `json:"mega_until,omitempty"`
 }
 
 // Ring describes the live cluster ring: its balance statistics, or

@@ -1,0 +1,313 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/overlayd/overlayd/overlay/ring"
+	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/supernode/capacity"
+)
+
+// ErrNotSupernode is returned by Promote on a node that does not run the
+// supernode role.
+var ErrNotSupernode = errors.New("this node is not a supernode: start it with --role supernode to make it promotable")
+
+// verifyMega is the directory's check of a mega announcement.
+func (n *Node) verifyMega(a protocol.Announcement, now time.Time) (protocol.MegaCert, error) {
+	c, err := protocol.VerifyMegaCert(a.MegaCert, n.trusted, a.ID, now, n.isRevoked)
+	if err != nil {
+		n.m.certRejected.WithLabelValues(string(protocol.ReasonOf(err))).Inc()
+	}
+	return c, err
+}
+
+func (n *Node) isRevoked(serial uint64) bool {
+	n.megaMu.Lock()
+	defer n.megaMu.Unlock()
+	_, ok := n.revoked[serial]
+	return ok
+}
+
+// MegaCert returns this node's certificate while it is a mega-supernode.
+func (n *Node) MegaCert() (protocol.MegaCert, bool) {
+	n.megaMu.Lock()
+	defer n.megaMu.Unlock()
+	if n.cert == nil {
+		return protocol.MegaCert{}, false
+	}
+	return *n.cert, true
+}
+
+// Promote makes this supernode a mega-supernode now: it verifies the
+// certificate as its peers will (trusted operator key, this peer as the
+// subject, valid now, not revoked), raises its capacity to the
+// certificate's, and announces the new role at once. Attached clients stay.
+func (n *Node) Promote(ctx context.Context, raw []byte) (protocol.MegaCert, error) {
+	if n.admission == nil {
+		return protocol.MegaCert{}, ErrNotSupernode
+	}
+	c, err := protocol.VerifyMegaCert(raw, n.trusted, n.ID(), n.now(), n.isRevoked)
+	if err != nil {
+		return protocol.MegaCert{}, fmt.Errorf("promote: %w", err)
+	}
+	n.megaMu.Lock()
+	n.cert, n.certRaw = &c, raw
+	n.megaMu.Unlock()
+	if err := n.sems.SetLimits(capacity.DefaultLimits(int(c.Capacity))); err != nil {
+		return protocol.MegaCert{}, err
+	}
+	n.announcer.SetCert(raw)
+	if err := n.announcer.SetRole(protocol.RoleMega, int(c.Capacity)); err != nil {
+		return protocol.MegaCert{}, err
+	}
+	n.log.Info("promoted to mega-supernode", "serial", c.Serial, "capacity", c.Capacity, "until", c.NotAfter)
+	if err := n.publishAnnouncement(ctx, false); err != nil {
+		n.log.Warn("announce promotion", "err", err)
+	}
+	return c, nil
+}
+
+// Demote returns a mega-supernode to a regular supernode of its configured
+// capacity. It announces the change at once, and hands the clients above
+// that capacity back evenly over DrainPeriod (Detach with a spread, so they
+// do not all move in the same second).
+func (n *Node) Demote(ctx context.Context, why string) error {
+	n.megaMu.Lock()
+	if n.cert == nil {
+		n.megaMu.Unlock()
+		return errors.New("demote: this node is not a mega-supernode")
+	}
+	serial := n.cert.Serial
+	n.cert, n.certRaw = nil, nil
+	n.megaMu.Unlock()
+	if err := n.announcer.SetRole(protocol.RoleSupernode, n.cfg.Capacity); err != nil {
+		return err
+	}
+	n.announcer.SetCert(nil)
+	if err := n.sems.SetLimits(capacity.DefaultLimits(n.cfg.Capacity)); err != nil {
+		return err
+	}
+	n.log.Info("demoted to supernode", "serial", serial, "why", why, "drain", n.cfg.DrainPeriod)
+	if err := n.publishAnnouncement(ctx, false); err != nil {
+		n.log.Warn("announce demotion", "err", err)
+	}
+	n.goLoop(func() { n.handBack(n.runCtx, n.cfg.DrainPeriod) })
+	return nil
+}
+
+// handBack detaches the clients above the configured capacity in ten even
+// steps over period; each Detach spreads its client's move over one step.
+func (n *Node) handBack(ctx context.Context, period time.Duration) {
+	const steps = 10
+	step := max(period/steps, time.Millisecond)
+	for i := range steps {
+		excess := n.admission.Load() - n.cfg.Capacity
+		if excess <= 0 {
+			return
+		}
+		k := (excess + (steps - i) - 1) / (steps - i) // spread what is left over the steps left
+		n.admission.Drain(k, "mega-supernode handing back", step)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(step):
+		}
+	}
+}
+
+// megaLoop demotes this node when its certificate expires or is revoked,
+// re-publishes the revocations submitted here, and keeps the
+// mega-supernodes of the directory on the resource manager's allowlist.
+func (n *Node) megaLoop(ctx context.Context) {
+	changes, cancel := n.dir.Subscribe()
+	defer cancel()
+	t := time.NewTicker(max(n.cfg.AnnounceInterval/4, 50*time.Millisecond))
+	defer t.Stop()
+	repub := time.NewTicker(n.cfg.AnnounceInterval)
+	defer repub.Stop()
+	allowed := map[string]bool{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+			n.allowMegas(allowed)
+		case <-repub.C:
+			n.republishRevocations(ctx)
+		case <-t.C:
+			if c, ok := n.MegaCert(); ok {
+				now := n.now()
+				switch {
+				case now.After(c.NotAfter):
+					_ = n.Demote(ctx, "certificate expired")
+				case n.isRevoked(c.Serial):
+					_ = n.Demote(ctx, "certificate revoked")
+				}
+			}
+		}
+	}
+}
+
+// allowMegas puts the verified mega-supernodes' addresses on the resource
+// manager's allowlist, so a saturated node still accepts their connections.
+func (n *Node) allowMegas(allowed map[string]bool) {
+	al := rcmgr.GetAllowlist(n.rm)
+	if al == nil {
+		return
+	}
+	for _, e := range n.dir.Snapshot().Entries {
+		if e.Cert == nil {
+			continue
+		}
+		for _, a := range e.Addrs {
+			ip, err := manet.ToIP(a)
+			if err != nil {
+				continue
+			}
+			proto := "ip4"
+			if ip.To4() == nil {
+				proto = "ip6"
+			}
+			m, err := ma.NewMultiaddr(fmt.Sprintf("/%s/%s/p2p/%s", proto, ip, e.ID))
+			if err != nil || allowed[m.String()] {
+				continue
+			}
+			if al.Add(m) == nil {
+				allowed[m.String()] = true
+			}
+		}
+	}
+}
+
+// startRevocations joins the revocation topic: valid revocations (signed
+// by a trusted operator key) are remembered until the revoked certificate
+// would have expired and remove its holder from the directory.
+func (n *Node) startRevocations(ctx context.Context) error {
+	err := n.ps.RegisterTopicValidator(protocol.RevocationTopic, func(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+		r, err := protocol.VerifyRevocation(msg.GetData(), n.trusted)
+		if err != nil {
+			n.m.certRejected.WithLabelValues(string(protocol.ReasonOf(err))).Inc()
+			return pubsub.ValidationReject
+		}
+		n.applyRevocation(r)
+		return pubsub.ValidationAccept
+	}, pubsub.WithValidatorInline(true))
+	if err != nil {
+		return err
+	}
+	if n.revTopic, err = n.ps.Join(protocol.RevocationTopic); err != nil {
+		return err
+	}
+	sub, err := n.revTopic.Subscribe()
+	if err != nil {
+		return err
+	}
+	n.goLoop(func() {
+		defer sub.Cancel()
+		for {
+			if _, err := sub.Next(ctx); err != nil {
+				return
+			}
+		}
+	})
+	return nil
+}
+
+func (n *Node) applyRevocation(r protocol.Revocation) {
+	n.megaMu.Lock()
+	_, known := n.revoked[r.Serial]
+	n.revoked[r.Serial] = r.NotAfter
+	for s, until := range n.revoked {
+		if n.now().After(until.Add(protocol.ClockSkew)) {
+			delete(n.revoked, s)
+		}
+	}
+	n.megaMu.Unlock()
+	if !known {
+		n.log.Info("certificate revoked", "serial", r.Serial)
+	}
+	n.dir.Revoke(r.Serial)
+}
+
+// Revoke applies a revocation here and spreads it to the network; this
+// node re-publishes it every announce interval until the revoked
+// certificate would have expired, so nodes that join later learn it too.
+func (n *Node) Revoke(ctx context.Context, raw []byte) (protocol.Revocation, error) {
+	r, err := protocol.VerifyRevocation(raw, n.trusted)
+	if err != nil {
+		return r, fmt.Errorf("revoke: %w", err)
+	}
+	n.applyRevocation(r)
+	n.megaMu.Lock()
+	n.ownRevs = append(n.ownRevs, raw)
+	n.megaMu.Unlock()
+	return r, n.revTopic.Publish(ctx, raw)
+}
+
+func (n *Node) republishRevocations(ctx context.Context) {
+	n.megaMu.Lock()
+	var keep [][]byte
+	for _, raw := range n.ownRevs {
+		if r, err := protocol.VerifyRevocation(raw, n.trusted); err == nil && n.now().Before(r.NotAfter.Add(protocol.ClockSkew)) {
+			keep = append(keep, raw)
+		}
+	}
+	n.ownRevs = keep
+	n.megaMu.Unlock()
+	for _, raw := range keep {
+		_ = n.revTopic.Publish(ctx, raw)
+	}
+}
+
+// loadMegaCert promotes at start from --mega-cert.
+func (n *Node) loadMegaCert(ctx context.Context) error {
+	if n.cfg.MegaCert == "" {
+		return nil
+	}
+	b, err := os.ReadFile(n.cfg.MegaCert)
+	if err != nil {
+		return &ConfigError{Field: "--mega-cert", Value: n.cfg.MegaCert, Err: err}
+	}
+	raw, err := protocol.DecodeBlob(string(b))
+	if err != nil {
+		return &ConfigError{Field: "--mega-cert", Value: n.cfg.MegaCert, Err: err}
+	}
+	if _, err := n.Promote(ctx, raw); err != nil {
+		return &ConfigError{Field: "--mega-cert", Value: n.cfg.MegaCert, Err: err}
+	}
+	return nil
+}
+
+// megaOrder orders the mega-supernodes of a snapshot for this client by a
+// ring of the megas (weighted by capacity), so clients falling back spread
+// over them instead of all picking the first.
+func megaOrder(self peer.ID, megas []peer.AddrInfo, caps []uint32) []peer.AddrInfo {
+	if len(megas) < 2 {
+		return megas
+	}
+	members := make([]ring.Member, len(megas))
+	byID := make(map[string]peer.AddrInfo, len(megas))
+	for i, m := range megas {
+		members[i] = ring.Member{ID: m.ID.String(), Weight: weight(caps[i])}
+		byID[m.ID.String()] = m
+	}
+	r, err := ring.New(members)
+	if err != nil {
+		return megas
+	}
+	out := make([]peer.AddrInfo, 0, len(megas))
+	for _, id := range r.LookupN([]byte(self), len(megas), nil) {
+		out = append(out, byID[id])
+	}
+	return out
+}

@@ -1,0 +1,251 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"crypto/rand"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/overlayd/overlayd/protocol"
+)
+
+// operator is a test operator key and its public form for configs.
+type operator struct {
+	key crypto.PrivKey
+	pub string
+}
+
+func newOperator(t *testing.T) operator {
+	t.Helper()
+	k, pub, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := protocol.EncodeKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return operator{key: k, pub: s}
+}
+
+func (o operator) cert(t *testing.T, id peer.ID, capacity uint32, serial uint64) []byte {
+	t.Helper()
+	now := time.Now()
+	b, err := protocol.SealMegaCert(protocol.MegaCert{Subject: id, Capacity: capacity, NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour), Serial: serial}, o.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// trustingNetwork starts k regular supernodes (and, separately, megas
+// supernodes to be promoted) that trust op.
+func trustingSupernode(t *testing.T, op operator, boot string, capacity int, tweak func(*Config)) *Node {
+	t.Helper()
+	c := attachConfig(t, RoleSupernode, boot)
+	c.Capacity = capacity
+	c.OperatorPubkeys = []string{op.pub}
+	if tweak != nil {
+		tweak(&c)
+	}
+	return startNode(t, c)
+}
+
+func trustingClient(t *testing.T, op operator, boot string, tweak func(*Config)) *Node {
+	t.Helper()
+	c := attachConfig(t, RoleOrdinary, boot)
+	c.OperatorPubkeys = []string{op.pub}
+	if tweak != nil {
+		tweak(&c)
+	}
+	return startClientConfig(t, c)
+}
+
+func roleIn(n *Node, id peer.ID) protocol.Role {
+	e, ok := n.Directory().Snapshot().Get(id)
+	if !ok {
+		return 0
+	}
+	return e.Role
+}
+
+func TestRuntimePromotionKeepsClients(t *testing.T) {
+	op := newOperator(t)
+	sn := trustingSupernode(t, op, "", 5, nil)
+	boot := p2pAddr(sn)
+	other := trustingSupernode(t, op, boot, 5, nil)
+	var clients []*Node
+	for range 3 {
+		clients = append(clients, trustingClient(t, op, boot, func(c *Config) { c.Capacity = 0 }))
+	}
+	waitFor(t, 10*time.Second, "clients attached", func() bool {
+		for _, c := range clients {
+			if c.attachmentForTest() == "" {
+				return false
+			}
+		}
+		return true
+	})
+	before := map[*Node]peer.ID{}
+	for _, c := range clients {
+		before[c] = c.attachmentForTest()
+	}
+	start := time.Now()
+	cert, err := sn.Promote(context.Background(), op.cert(t, sn.ID(), 100, 77))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cert.Capacity != 100 || sn.sems.Attached.Max() != 100 {
+		t.Fatalf("capacity after promotion: cert %d, semaphore %d", cert.Capacity, sn.sems.Attached.Max())
+	}
+	waitFor(t, sn.cfg.AnnounceInterval, "others see the mega role within one announce interval", func() bool {
+		return roleIn(other, sn.ID()) == protocol.RoleMega && roleIn(clients[0], sn.ID()) == protocol.RoleMega
+	})
+	t.Logf("seen as mega after %v", time.Since(start))
+	for _, c := range clients {
+		if a, _ := c.attacher.Attachment(); a.Supernode != before[c] || a.Failovers != 0 {
+			t.Fatalf("client moved during promotion: %+v", a)
+		}
+	}
+	if st := sn.Status(); st.Role != "mega" || st.Mega == nil || st.Mega.Serial != 77 {
+		t.Fatalf("status %+v", st)
+	}
+	// A certificate for someone else, or from an untrusted key, is refused.
+	if _, err := other.Promote(context.Background(), op.cert(t, sn.ID(), 100, 78)); protocol.ReasonOf(err) != protocol.CertWrongSubject {
+		t.Fatalf("promote with another peer's cert: %v", err)
+	}
+	if _, err := clients[0].Promote(context.Background(), op.cert(t, clients[0].ID(), 100, 79)); err == nil {
+		t.Fatal("an ordinary node was promoted")
+	}
+	if err := sn.Demote(context.Background(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*sn.cfg.AnnounceInterval, "demotion seen", func() bool { return roleIn(other, sn.ID()) == protocol.RoleSupernode })
+}
+
+func TestForgedMegaGetsNothing(t *testing.T) {
+	op := newOperator(t)
+	sn := trustingSupernode(t, op, "", 10, nil)
+	target := trustingClient(t, op, p2pAddr(sn), nil)
+	waitFor(t, 5*time.Second, "ring", func() bool { r := target.Ring(); return r != nil && r.Len() == 1 })
+	r := newRogue(t, target)
+	// The rogue claims the mega role with a certificate it signed itself.
+	self := protocol.MegaCert{Subject: r.h.ID(), Capacity: 1000, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), Serial: 5}
+	forged, err := protocol.SealMegaCert(self, r.h.Peerstore().PrivKey(r.h.ID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := protocol.Announcement{ID: r.h.ID(), Addrs: []ma.Multiaddr{r.h.Addrs()[0]}, Role: protocol.RoleMega,
+		Capacity: 1000, Version: protocol.Version, Seq: 1, Interval: time.Second, MegaCert: forged}
+	b, err := a.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.publish(t, b)
+	waitFor(t, 5*time.Second, "forged certificate counted", func() bool { return target.rejectedForTest(string(protocol.CertSelfSigned)) >= 1 })
+	if _, ok := target.Directory().Snapshot().Get(r.h.ID()); ok {
+		t.Fatal("forged mega entered the directory")
+	}
+	if r := target.Ring(); r == nil || r.Len() != 1 {
+		t.Fatal("routing changed")
+	}
+}
+
+func TestFallbackToMegasAndHandBack(t *testing.T) {
+	op := newOperator(t)
+	fast := func(c *Config) { c.ReturnInterval = 2 * time.Second; c.DrainPeriod = time.Second }
+	var regs []*Node
+	regs = append(regs, trustingSupernode(t, op, "", 10, fast))
+	boot := p2pAddr(regs[0])
+	regs = append(regs, trustingSupernode(t, op, boot, 10, fast))
+	var megas []*Node
+	for i := range 2 {
+		m := trustingSupernode(t, op, boot, 1, fast)
+		if _, err := m.Promote(context.Background(), op.cert(t, m.ID(), 6, uint64(100+i))); err != nil {
+			t.Fatal(err)
+		}
+		megas = append(megas, m)
+	}
+	// Every regular supernode is full.
+	for _, r := range regs {
+		r.sems.Attached.SetMax(0)
+	}
+	var clients []*Node
+	dbg := &collect{}
+	defer func() {
+		if t.Failed() {
+			for _, m := range dbg.msgs {
+				t.Log(m)
+			}
+		}
+	}()
+	for range 10 {
+		c := attachConfig(t, RoleOrdinary, boot)
+		c.OperatorPubkeys = []string{op.pub}
+		fast(&c)
+		clients = append(clients, startClientConfig(t, c, WithLogger(slog.New(dbg))))
+	}
+	isMega := func(id peer.ID) bool {
+		return slices.ContainsFunc(megas, func(m *Node) bool { return m.ID() == id })
+	}
+	waitFor(t, 20*time.Second, "every client on a mega-supernode", func() bool {
+		for _, c := range clients {
+			if !isMega(c.attachmentForTest()) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, m := range megas {
+		if l := m.admission.Load(); l == 0 || l > 6 {
+			t.Fatalf("mega %s holds %d clients: want spread, at most its capacity 6", m.ID().ShortString(), l)
+		}
+	}
+	// The regular supernodes have room again: clients go home, spread out.
+	for _, r := range regs {
+		r.sems.Attached.SetMax(10)
+	}
+	moved := map[peer.ID]time.Time{}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(moved) < len(clients) && time.Now().Before(deadline) {
+		for _, c := range clients {
+			if a := c.attachmentForTest(); a != "" && !isMega(a) {
+				if _, ok := moved[c.ID()]; !ok {
+					moved[c.ID()] = time.Now()
+				}
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // sampling move times of many clients
+	}
+	if len(moved) != len(clients) {
+		for _, c := range clients {
+			if _, ok := moved[c.ID()]; !ok {
+				t.Logf("client %s on %s, home %v, attempts accept %v busy %v error %v", c.ID().ShortString(), c.attachmentForTest().ShortString(),
+					HomeCluster(c.Ring(), c.ID()), c.attemptsForTest("accept"), c.attemptsForTest("busy"), c.attemptsForTest("error"))
+			}
+		}
+		for _, r := range regs {
+			t.Logf("regular %s: load %d, max %d", r.ID().ShortString(), r.admission.Load(), r.sems.Attached.Max())
+		}
+		t.Fatalf("%d of %d clients back on regular supernodes", len(moved), len(clients))
+	}
+	var first, last time.Time
+	for _, at := range moved {
+		if first.IsZero() || at.Before(first) {
+			first = at
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	if last.Sub(first) < time.Second {
+		t.Fatalf("all clients moved back within %v: want them spread", last.Sub(first))
+	}
+	t.Logf("hand-back spread over %v", last.Sub(first))
+}
