@@ -2,8 +2,8 @@ package node
 
 import (
 	"context"
-	"log/slog"
 	"crypto/rand"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
