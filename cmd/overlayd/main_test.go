@@ -16,7 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/protocol"
 )
 
 var (
@@ -232,4 +236,43 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+func TestOperatorCommands(t *testing.T) {
+	dir := t.TempDir()
+	key := filepath.Join(dir, "op.key")
+	pub, stderr, code := runBin(t, nil, "operator", "keygen", "--out", key)
+	if code != 0 || !strings.HasPrefix(strings.TrimSpace(pub), "ed25519:") {
+		t.Fatalf("keygen: code %d, out %q, err %q", code, pub, stderr)
+	}
+	if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", st, err)
+	}
+	if _, stderr, code := runBin(t, nil, "operator", "keygen", "--out", key); code == 0 || !strings.Contains(stderr, "refusing to overwrite") {
+		t.Fatalf("second keygen: code %d, %q", code, stderr)
+	}
+	const subject = "12D3KooWEyoppNCUx8Yx66oV9fJnriXwCcXwDDUA2kj6vnc6iDEp"
+	cert, stderr, code := runBin(t, nil, "operator", "promote", "--key", key, "--peer", subject, "--ttl", "1h", "--capacity", "900")
+	if code != 0 {
+		t.Fatalf("promote: %d %s", code, stderr)
+	}
+	raw, err := protocol.DecodeBlob(cert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := protocol.DecodeKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := peer.Decode(subject)
+	c, err := protocol.VerifyMegaCert(raw, []crypto.PubKey{k}, id, time.Now(), nil)
+	if err != nil || c.Capacity != 900 {
+		t.Fatalf("printed certificate: %+v %v", c, err)
+	}
+	if _, stderr, code := runBin(t, nil, "operator", "promote", "--key", key, "--peer", "nobody"); code != 2 || !strings.Contains(stderr, "--peer") {
+		t.Fatalf("bad --peer: %d %s", code, stderr)
+	}
+	if _, _, code := runBin(t, nil, "operator", "revoke", "--key", key, "--serial", "5"); code != 0 {
+		t.Fatalf("revoke: %d", code)
+	}
 }
