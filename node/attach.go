@@ -221,6 +221,12 @@ func (c *attacher) sleep(ctx context.Context, d time.Duration) bool {
 // run keeps the node attached until ctx ends.
 func (c *attacher) run(ctx context.Context) {
 	c.waitForRing(ctx)
+	// Clients that heard the same announcement finish waiting together:
+	// spread the first pass over one RetryBase, so a crowd starting at
+	// once does not arrive as one wave either.
+	if !c.sleep(ctx, backoff.Stagger(c.n.cfg.RetryBase, c.rng)) {
+		return
+	}
 	reason := pb.AttachRequest_REASON_INITIAL
 	var alts []peer.AddrInfo
 	var sess *clientSession

@@ -237,7 +237,7 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 			one := &pb.GroupMessage{Group: gm.Group, Epoch: gm.Epoch, Seq: gm.Seq, From: gm.From, Id: gm.Id, Payload: gm.Payload, Only: []byte(m)}
 			if sn == self {
 				r.deliverOnly(one)
-			} else if r.links.send(sn, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: one}})) {
+			} else if r.links.sendGroup(sn, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: one}})) {
 				r.stats.GroupFramesSent.Add(1)
 			}
 		}
@@ -249,7 +249,7 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 			r.fanoutLocal(gm)
 			continue
 		}
-		if r.links.send(sn, frame) {
+		if r.links.sendGroup(sn, frame) {
 			r.stats.GroupFramesSent.Add(1)
 		}
 	}

@@ -24,11 +24,18 @@ const linkQueue = 4096
 // so a slow peer never blocks the caller.
 type link struct {
 	peer  peer.ID
-	q     chan []byte
+	q     chan outFrame
 	done  chan struct{}
 	once  sync.Once
 	sent  atomic.Uint64
 	drops atomic.Uint64
+}
+
+// outFrame is a queued frame; group marks a GroupMessage, whose writes
+// are counted separately (the wire count the batching is judged by).
+type outFrame struct {
+	b     []byte
+	group bool
 }
 
 // links owns the outbound links of a supernode.
@@ -49,16 +56,24 @@ type links struct {
 	// metrics (labels are never peer IDs; tests read it directly).
 	framesMu sync.Mutex
 	framesTo map[peer.ID]uint64
+	groupTo  map[peer.ID]uint64
 }
 
 func newLinks(h host.Host, log *slog.Logger, now func() time.Time) *links {
-	return &links{h: h, log: log, now: now, m: make(map[peer.ID]*link), framesTo: make(map[peer.ID]uint64)}
+	return &links{h: h, log: log, now: now, m: make(map[peer.ID]*link), framesTo: make(map[peer.ID]uint64), groupTo: make(map[peer.ID]uint64)}
 }
 
 // send queues an encoded RelayFrame (length-prefixed) for p. It never
 // blocks; it returns false when the link's queue is full or links are
 // closed. frame is shared: it must not be modified afterwards.
-func (ls *links) send(p peer.ID, frame []byte) bool {
+func (ls *links) send(p peer.ID, frame []byte) bool { return ls.enqueue(p, outFrame{b: frame}) }
+
+// sendGroup is send for a GroupMessage frame.
+func (ls *links) sendGroup(p peer.ID, frame []byte) bool {
+	return ls.enqueue(p, outFrame{b: frame, group: true})
+}
+
+func (ls *links) enqueue(p peer.ID, frame outFrame) bool {
 	ls.mu.Lock()
 	if ls.closed {
 		ls.mu.Unlock()
@@ -66,7 +81,7 @@ func (ls *links) send(p peer.ID, frame []byte) bool {
 	}
 	l := ls.m[p]
 	if l == nil {
-		l = &link{peer: p, q: make(chan []byte, linkQueue), done: make(chan struct{})}
+		l = &link{peer: p, q: make(chan outFrame, linkQueue), done: make(chan struct{})}
 		ls.m[p] = l
 		ls.wg.Add(1)
 		go ls.run(l)
@@ -95,7 +110,7 @@ func (ls *links) run(l *link) {
 	idle := time.NewTimer(time.Minute)
 	defer idle.Stop()
 	for {
-		var f []byte
+		var f outFrame
 		select {
 		case f = <-l.q:
 		case <-l.done:
@@ -128,7 +143,7 @@ func (ls *links) run(l *link) {
 			}
 		}
 		_ = s.SetWriteDeadline(ls.now().Add(10 * time.Second))
-		if _, err := s.Write(f); err != nil {
+		if _, err := s.Write(f.b); err != nil {
 			ls.log.Debug("relay write", "peer", l.peer.ShortString(), "err", err)
 			l.drops.Add(1)
 			s.Reset()
@@ -141,6 +156,9 @@ func (ls *links) run(l *link) {
 		l.sent.Add(1)
 		ls.framesMu.Lock()
 		ls.framesTo[l.peer]++
+		if f.group {
+			ls.groupTo[l.peer]++
+		}
 		ls.framesMu.Unlock()
 	}
 }
@@ -158,6 +176,13 @@ func (ls *links) close() {
 	}
 	ls.mu.Unlock()
 	ls.wg.Wait()
+}
+
+// groupFramesSent returns how many GroupMessage frames were written to p.
+func (ls *links) groupFramesSent(p peer.ID) uint64 {
+	ls.framesMu.Lock()
+	defer ls.framesMu.Unlock()
+	return ls.groupTo[p]
 }
 
 // framesSent returns how many frames were written to p.

@@ -180,6 +180,10 @@ func (r *Router) Stats() *RouterStats { return &r.stats }
 // FramesSentForTest returns how many relay frames this router wrote to p.
 func (r *Router) FramesSentForTest(p peer.ID) uint64 { return r.links.framesSent(p) }
 
+// GroupFramesWritten returns how many GroupMessage frames this router
+// wrote on its link to p (written to the stream, not just queued).
+func (r *Router) GroupFramesWritten(p peer.ID) uint64 { return r.links.groupFramesSent(p) }
+
 func (r *Router) self() peer.ID { return r.h.ID() }
 
 // encodeRelay encodes a RelayFrame once, length-prefixed.
