@@ -1,6 +1,8 @@
 package node
 
 import (
+	"testing"
+
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -27,3 +29,9 @@ func (n *Node) attemptsForTest(result string) float64 {
 }
 
 func testutilDead(n *Node) float64 { return testutil.ToFloat64(n.m.deadSupernodes) }
+
+func newIDForTest(t *testing.T) peer.ID {
+	t.Helper()
+	_, id := newKey(t)
+	return id
+}

@@ -12,6 +12,9 @@ type metrics struct {
 	rejected     *prometheus.CounterVec
 	certRejected *prometheus.CounterVec
 
+	ringRebuilds prometheus.Counter
+	ringInfo     *prometheus.GaugeVec
+
 	// Client side of the attach protocol.
 	attempts       *prometheus.CounterVec
 	failovers      prometheus.Counter
@@ -33,6 +36,12 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			Help: "Supernode announcements refused, by reason.",
 		}, []string{"reason"}),
 	}
+	m.ringRebuilds = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "overlayd_ring_rebuilds_total", Help: "Rings built from directory changes (a burst of changes costs one).",
+	})
+	m.ringInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "overlayd_ring_info", Help: "1 for the live ring's version (a hash of its member set); nodes that agree show the same.",
+	}, []string{"version"})
 	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "overlayd_client_attach_attempts_total",
 		Help: "Attach attempts by outcome: accept, busy, redirect, error.",
@@ -74,7 +83,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		m.rejected.WithLabelValues(string(r))
 	}
 	cs := []prometheus.Collector{
-		m.accepted, m.rejected, m.certRejected, m.attempts, m.failovers, m.returns, m.deadSupernodes, m.attached, m.keepaliveRTT, m.attachWaits,
+		m.accepted, m.rejected, m.certRejected, m.ringRebuilds, m.ringInfo, m.attempts, m.failovers, m.returns, m.deadSupernodes, m.attached, m.keepaliveRTT, m.attachWaits,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "overlayd_directory_entries",
 			Help: "Live supernodes in this node's directory.",

@@ -53,6 +53,8 @@ func (n *Node) ringLoop(ctx context.Context) {
 		}
 		built = s.Membership
 		ms := ringMembers(s)
+		n.m.ringRebuilds.Inc()
+		n.m.ringInfo.Reset()
 		if len(ms) == 0 {
 			n.rings.Publish(nil)
 			return
@@ -63,6 +65,7 @@ func (n *Node) ringLoop(ctx context.Context) {
 			return
 		}
 		n.rings.Publish(r)
+		n.m.ringInfo.WithLabelValues(r.Version()).Set(1)
 		n.log.Debug("ring published", "version", r.Version(), "members", r.Len())
 	}
 	rebuild()

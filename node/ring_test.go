@@ -1,0 +1,42 @@
+package node
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/overlayd/overlayd/protocol"
+)
+
+// TestRingRebuildDebounced: a burst of directory changes costs one ring
+// rebuild, and readers see the complete ring afterwards.
+func TestRingRebuildDebounced(t *testing.T) {
+	c := testConfig(t, RoleOrdinary)
+	c.AnnounceInterval = 2 * time.Second // debounce: 200 ms
+	n := startNode(t, c)
+	now := time.Now()
+	announce := func(seq uint64) {
+		t.Helper()
+		id := newIDForTest(t)
+		a := protocol.Announcement{ID: id, Addrs: n.Host().Addrs(), Role: protocol.RoleSupernode, Capacity: 100,
+			Version: protocol.Version, Seq: seq, Interval: time.Minute}
+		if _, err := n.Directory().Apply(id, a, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	announce(1)
+	waitFor(t, 3*time.Second, "first ring", func() bool { r := n.Ring(); return r != nil && r.Len() == 1 })
+	before := testutil.ToFloat64(n.m.ringRebuilds)
+	const burst = 50
+	for i := range burst - 1 {
+		announce(uint64(i + 2))
+	}
+	waitFor(t, 3*time.Second, "ring with the whole burst", func() bool { r := n.Ring(); return r != nil && r.Len() == burst })
+	if got := testutil.ToFloat64(n.m.ringRebuilds) - before; got != 1 {
+		t.Fatalf("%v rebuilds for a burst of %d changes, want 1", got, burst)
+	}
+	if testutil.ToFloat64(n.m.ringInfo.WithLabelValues(n.Ring().Version())) != 1 {
+		t.Fatal("ring version not exported")
+	}
+}

@@ -1,0 +1,587 @@
+package testnet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/overlay/backoff"
+)
+
+const (
+	// surgeFactor is how many surge clients arrive per slot of capacity.
+	surgeFactor = 20
+	// surgeRetryAfter is the supernode's BUSY hint, and the naive policy's
+	// fixed interval: equal, so the naive client honours the hint exactly.
+	surgeRetryAfter = time.Second
+	// surgeWindow is the resolution at which the supernode feels load.
+	surgeWindow = 100 * time.Millisecond
+	// surgeSample is how often the supernode's /metrics is read.
+	surgeSample = 200 * time.Millisecond
+	// surgeSeed derives every client's seed: client i gets surgeSeed+i, in
+	// both policies, so the two runs draw the same jitter streams.
+	surgeSeed = 0x5eed_0001
+)
+
+// surgeScale sizes one scenario.
+type surgeScale struct {
+	Capacity int `json:"capacity"`
+	// Baseline is how long the early clients' keepalives are recorded
+	// before the surge; Surge how long the surge is recorded; Settle how
+	// long the supernode gets after the surge clients closed.
+	Baseline time.Duration `json:"baseline_ns"`
+	Surge    time.Duration `json:"surge_ns"`
+	Settle   time.Duration `json:"settle_ns"`
+	Full     bool          `json:"full_scale"`
+}
+
+// surgeScaleFor reads the scale from the environment; see BenchmarkSurge.
+func surgeScaleFor(b *testing.B) surgeScale {
+	sc := surgeScale{Capacity: 5, Baseline: 2 * time.Second, Surge: 6 * time.Second, Settle: 2 * time.Second}
+	if !testing.Short() && os.Getenv("OVERLAYD_SURGE") == "1" {
+		sc = surgeScale{Capacity: 25, Baseline: 3 * time.Second, Surge: 15 * time.Second, Settle: 3 * time.Second, Full: true}
+		if s := os.Getenv("OVERLAYD_SURGE_CAPACITY"); s != "" {
+			c, err := strconv.Atoi(s)
+			if err != nil || c < 2 || c > 90 {
+				b.Fatalf("OVERLAYD_SURGE_CAPACITY=%q: want 2..90 (21×C client nodes must fit one process)", s)
+			}
+			sc.Capacity = c
+		}
+	}
+	if s := os.Getenv("OVERLAYD_SURGE_SETTLE"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 || d > 5*time.Minute {
+			b.Fatalf("OVERLAYD_SURGE_SETTLE=%q: want a duration within [0, 5m]", s)
+		}
+		sc.Settle = d
+	}
+	return sc
+}
+
+// BenchmarkSurge is the admission surge benchmark. One supernode with
+// capacity C runs as a separate process from the real binary (built here)
+// and holds C early clients: in-process nodes and max(1, C/5) "probes" that
+// run as their own overlayd processes, so that one keepalive figure does not
+// share a process (and its scheduler) with the surge clients. Then 20×C more
+// in-process clients start at once and are refused (BUSY, retry-after 1 s)
+// for the rest of the surge window. Each sub-benchmark runs the whole
+// scenario once per b.N iteration (run it with -benchtime=1x), for one retry
+// policy of the refused clients:
+//
+//	policy=jitter  the node's default: overlay/backoff full jitter above
+//	               the retry-after hint (RetryBase 500ms, RetryMax 4s)
+//	policy=fixed   the naive alternative, backoff.Fixed(1s): every refused
+//	               client comes back exactly one retry-after later
+//
+// The supernode's attached count must never exceed C: it is sampled every
+// 200 ms (b.Fatal if above), and, since a sample can miss a brief excess,
+// the surge clients' ACCEPT answers must not outnumber the sessions that
+// ended, each of which frees at most one slot (b.Error otherwise). The early clients must stay attached
+// without failing over (b.Error otherwise). The other targets (keepalive
+// p99 within 2× of the baseline, supernode heap after within 10% of the
+// baseline, the jitter policy's peak 100 ms window at least 5× below the
+// fixed one's) are measured and reported, not enforced: they are
+// performance figures on a shared machine. Besides the whole surge window,
+// the report gives its "steady part", from the moment every surge client
+// has been refused once: by then the surge's connection setup is over and
+// every attempt is a retry governed by the policy.
+//
+// Scale. By default, and always under -short, C = 5 (105 client nodes)
+// with a 6 s surge, so that CI's `go test -run '^$' -bench . -benchtime=1x
+// ./...` runs the whole scenario in about half a minute. OVERLAYD_SURGE=1
+// selects the full scale: C = 25 (525 client nodes in this process), a 15 s
+// surge, about a minute for both policies. OVERLAYD_SURGE_CAPACITY=N
+// overrides C at full scale; OVERLAYD_SURGE_SETTLE=<duration> overrides how
+// long the supernode gets between the surge clients' close and the "after"
+// reading (default 3 s; 2 s at small scale).
+//
+// Report. With OVERLAYD_REPORT_DIR set, each scenario writes its whole
+// report as JSON to $OVERLAYD_REPORT_DIR/surge-<policy>.json and the
+// supernode's heap profiles (after forced GCs) before and after the surge
+// to surge-<policy>-heap-{before,after}.pb.gz; the policy=fixed run adds the
+// same-run comparison of the two policies as surge-compare.json. Later runs
+// overwrite earlier ones, so with -count=N those files hold the last run;
+// every report is also appended as one line to surge-runs.jsonl.
+// Every run logs a compact summary with b.Logf and reports the key figures
+// with b.ReportMetric.
+//
+//	OVERLAYD_SURGE=1 OVERLAYD_REPORT_DIR=/tmp/surge \
+//	    go test -run '^$' -bench BenchmarkSurge -benchtime=1x -count=3 ./testnet
+func BenchmarkSurge(b *testing.B) {
+	sc := surgeScaleFor(b)
+	bin := buildOverlayd(b)
+	// With -count=N, go test runs the N policy=jitter runs and then the N
+	// policy=fixed runs: the k-th fixed run is compared with the k-th
+	// jitter run.
+	var jitterRuns []*surgeReport
+	fixedRuns := 0
+	for _, policy := range []string{"jitter", "fixed"} {
+		b.Run("policy="+policy, func(b *testing.B) {
+			var r *surgeReport
+			for range b.N {
+				r = runSurge(b, bin, sc, policy)
+			}
+			b.ReportMetric(r.BusyPerSec, "busy/s")
+			b.ReportMetric(r.BusyLatencyMs.P50, "p50-busy-ms")
+			b.ReportMetric(r.BusyLatencyMs.P99, "p99-busy-ms")
+			b.ReportMetric(r.KeepaliveP99Ratio, "ka-p99-ratio")
+			b.ReportMetric(float64(r.Peak100ms), "peak-100ms")
+			b.ReportMetric(float64(r.PeakRetry100ms), "peak-retry-100ms")
+			b.ReportMetric(r.HeapAfterOverBefore, "heap-after/before")
+			b.ReportMetric(float64(r.MaxAttached), "max-attached")
+			b.ReportMetric(float64(r.Errors), "errors")
+			switch {
+			case policy == "jitter":
+				jitterRuns = append(jitterRuns, r)
+			case len(jitterRuns) > 0:
+				compareSurge(b, sc, jitterRuns[min(fixedRuns, len(jitterRuns)-1)], r)
+				fixedRuns++
+			}
+		})
+	}
+}
+
+// compareSurge reports the comparison of the two policies in the same go
+// test run, from the policy=fixed sub-benchmark (which runs second).
+func compareSurge(b *testing.B, sc surgeScale, j, f *surgeReport) {
+	b.Helper()
+	c := surgeComparison{
+		Capacity:         sc.Capacity,
+		PeakJitter:       j.Peak100ms,
+		PeakFixed:        f.Peak100ms,
+		PeakRatio:        ratio(float64(f.Peak100ms), float64(j.Peak100ms)),
+		PeakRetryJitter:  j.PeakRetry100ms,
+		PeakRetryFixed:   f.PeakRetry100ms,
+		PeakRetryRatio:   ratio(float64(f.PeakRetry100ms), float64(j.PeakRetry100ms)),
+		PeakSteadyJitter: j.PeakSteady100ms,
+		PeakSteadyFixed:  f.PeakSteady100ms,
+		PeakSteadyRatio:  ratio(float64(f.PeakSteady100ms), float64(j.PeakSteady100ms)),
+		BusyPerSecJitter: j.BusyPerSec,
+		BusyPerSecFixed:  f.BusyPerSec,
+	}
+	c.TargetPeak5xLower = c.PeakRatio >= 5
+	writeSurgeJSON(b, "surge-compare.json", c)
+	b.ReportMetric(c.PeakRatio, "peak-fixed/jitter")
+	b.ReportMetric(c.PeakRetryRatio, "retry-peak-fixed/jitter")
+	b.ReportMetric(c.PeakSteadyRatio, "steady-peak-fixed/jitter")
+	b.Logf("same run, C=%d: peak attempts/100ms fixed %d vs jitter %d (%.2f×, target ≥ 5×: %v); retries only %d vs %d (%.2f×); steady part %d vs %d (%.2f×)",
+		sc.Capacity, f.Peak100ms, j.Peak100ms, c.PeakRatio, c.TargetPeak5xLower,
+		f.PeakRetry100ms, j.PeakRetry100ms, c.PeakRetryRatio, f.PeakSteady100ms, j.PeakSteady100ms, c.PeakSteadyRatio)
+}
+
+// surgeRecorder collects the in-process clients' events. Observers must
+// not block: it only appends under a mutex.
+type surgeRecorder struct {
+	mu         sync.Mutex
+	attempts   []attemptRec
+	keepalives []kaRec
+	// sessionEnds are the early clients' session ends, with the reason;
+	// allEnds counts every in-process client's session ends.
+	sessionEnds []string
+	allEnds     int
+	recording   bool // attempts are kept only inside the surge window
+}
+
+type attemptRec struct {
+	node    peer.ID
+	early   bool
+	at      time.Time
+	result  string
+	latency time.Duration
+}
+
+type kaRec struct {
+	at  time.Time
+	rtt time.Duration
+}
+
+// observer returns the observer of one client; only early clients'
+// keepalives are kept.
+func (r *surgeRecorder) observer(early bool) func(node.Event) {
+	return func(e node.Event) {
+		switch {
+		case e.Kind == node.EventKeepalive && early:
+			r.mu.Lock()
+			r.keepalives = append(r.keepalives, kaRec{e.Time, e.Latency})
+			r.mu.Unlock()
+		case e.Kind == node.EventSessionEnd:
+			r.mu.Lock()
+			r.allEnds++
+			if early {
+				r.sessionEnds = append(r.sessionEnds, e.Result)
+			}
+			r.mu.Unlock()
+		case e.Kind == node.EventAttempt:
+			r.mu.Lock()
+			if r.recording {
+				r.attempts = append(r.attempts, attemptRec{e.Node, early, e.Time, e.Result, e.Latency})
+			}
+			r.mu.Unlock()
+		}
+	}
+}
+
+func (r *surgeRecorder) setRecording(on bool) {
+	r.mu.Lock()
+	r.recording = on
+	r.mu.Unlock()
+}
+
+// surgeClient starts one in-process ordinary node bootstrapping through the
+// supernode, configured as testnet.startNode does.
+func surgeClient(ctx context.Context, dir, boot, policy string, i int, obs func(node.Event)) (*node.Node, error) {
+	c := node.DefaultConfig()
+	c.DataDir = filepath.Join(dir, fmt.Sprintf("c%d", i))
+	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	c.APIListen = node.APIOff
+	c.Role = node.RoleOrdinary
+	c.Bootstrap = []string{boot}
+	c.AnnounceInterval = time.Second
+	c.RetryBase = 500 * time.Millisecond
+	c.RetryMax = 4 * time.Second
+	c.ReturnInterval = time.Hour
+	opts := []node.Option{node.WithSeed(surgeSeed + uint64(i)), node.WithObserver(obs)}
+	if policy == "fixed" {
+		opts = append(opts, node.WithRetryStrategy(func(*rand.Rand) backoff.Strategy { return backoff.Fixed(surgeRetryAfter) }))
+	}
+	n, err := node.New(c, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.Start(ctx); err != nil {
+		n.Close()
+		return nil, fmt.Errorf("start client %d: %w", i, err)
+	}
+	return n, nil
+}
+
+// startClients starts count clients, numbered from first, concurrently. It
+// returns them (nil where a start failed), the time the last start
+// returned, and the start errors.
+func startClients(ctx context.Context, dir, boot, policy string, first, count int, obs func(node.Event)) ([]*node.Node, time.Time, error) {
+	nodes := make([]*node.Node, count)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		last time.Time
+		errs []error
+	)
+	for i := range count {
+		wg.Go(func() {
+			n, err := surgeClient(ctx, dir, boot, policy, first+i, obs)
+			mu.Lock()
+			defer mu.Unlock()
+			nodes[i], last = n, time.Now()
+			if err != nil {
+				errs = append(errs, err)
+			}
+		})
+	}
+	wg.Wait()
+	return nodes, last, errors.Join(errs...)
+}
+
+// closeAll closes nodes concurrently.
+func closeAll(nodes []*node.Node) {
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		if n != nil {
+			wg.Go(func() { _ = n.Close() })
+		}
+	}
+	wg.Wait()
+}
+
+// waitFor waits, polling every tick, until cond holds or d has passed.
+func waitFor(ctx context.Context, d, tick time.Duration, cond func() bool) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// pause waits d, or until ctx ends: a measurement window, not a wait for
+// an event.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// probeSet are the early clients that run as their own processes.
+type probeSet []*daemon
+
+// scrape reads every probe's metrics.
+func (ps probeSet) scrape(ctx context.Context, b *testing.B) []promSample {
+	b.Helper()
+	out := make([]promSample, len(ps))
+	for i, d := range ps {
+		out[i] = mustScrape(ctx, b, d)
+	}
+	return out
+}
+
+// probeAttached says whether a probe is attached and never failed over.
+func probeAttached(s promSample) bool { return s[seriesClientAtt] == 1 && s[seriesFailovers] == 0 }
+
+// timedSamples is a reading of the probes' metrics and when it was taken.
+type timedSamples struct {
+	at time.Time
+	s  []promSample
+}
+
+// runSurge runs one scenario and returns its report.
+func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeReport {
+	b.Helper()
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second+sc.Surge+sc.Settle)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "overlayd-surge-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dir) })
+
+	C := sc.Capacity
+	nProbes := max(1, C/5)
+	r := &surgeReport{Policy: policy, Scale: sc, EarlyClients: C, EarlyInProcess: C - nProbes, Probes: nProbes,
+		SurgeClients: surgeFactor * C, Seed: surgeSeed}
+	sn, snID, boot := startSupernode(ctx, b, bin, dir, C)
+	rec := &surgeRecorder{}
+	b.StartTimer()
+
+	// Baseline: C early clients fill the supernode, nProbes of them probe
+	// processes.
+	var probes probeSet
+	for i := range nProbes {
+		name := fmt.Sprintf("probe%d", i)
+		probes = append(probes, startDaemon(ctx, b, bin, dir, name, "--role", "ordinary", "--data-dir", filepath.Join(dir, name),
+			"--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", boot, "--announce-interval", "1s",
+			"--retry-base", "500ms", "--retry-max", "4s", "--return-interval", "1h", "--api-listen", "off"))
+	}
+	early, _, err := startClients(ctx, dir, boot, policy, 0, C-nProbes, rec.observer(true))
+	b.Cleanup(func() { closeAll(early) })
+	if err != nil {
+		b.Fatal(err)
+	}
+	probeOK := func() bool {
+		for _, p := range probes {
+			s, err := p.scrape(ctx)
+			if err != nil || !probeAttached(s) {
+				return false
+			}
+		}
+		return true
+	}
+	earlyOK := func(n *node.Node) bool {
+		st := n.Status()
+		return st.Attachment != nil && st.Attachment.Supernode == snID.String() && st.Failovers == 0
+	}
+	allAttached := func() bool {
+		for _, n := range early {
+			if !earlyOK(n) {
+				return false
+			}
+		}
+		return probeOK()
+	}
+	if err := waitFor(ctx, 20*time.Second, 50*time.Millisecond, allAttached); err != nil {
+		b.Fatalf("early clients did not all attach: %v", err)
+	}
+	// One keepalive interval for the sessions to settle, then the window.
+	pause(ctx, time.Second)
+	before0, pb0, rt0 := time.Now(), probes.scrape(ctx, b), readRuntimeStats()
+	pause(ctx, sc.Baseline)
+	before1, pb1, rt1 := time.Now(), probes.scrape(ctx, b), readRuntimeStats()
+	base, err := sn.settled(ctx, "surge-"+policy+"-heap-before.pb.gz")
+	if err != nil {
+		b.Fatalf("supernode baseline: %v", err)
+	}
+	if int(base[seriesAttached]) != C {
+		b.Fatalf("baseline: supernode reports %v attached, want %d", base[seriesAttached], C)
+	}
+	r.HeapBytes = triple{Before: base[seriesHeap], During: base[seriesHeap]}
+	r.Goroutines = triple{Before: base[seriesGoroutines], During: base[seriesGoroutines]}
+	r.MaxAttached = int(base[seriesAttached])
+
+	// Surge: 20×C clients at once.
+	s0, pd0, rt2 := mustScrape(ctx, b, sn), probes.scrape(ctx, b), readRuntimeStats()
+	rec.setRecording(true)
+	t0 := time.Now()
+	type started struct {
+		nodes []*node.Node
+		last  time.Time
+		err   error
+	}
+	startedC := make(chan started, 1)
+	go func() {
+		nodes, last, err := startClients(ctx, dir, boot, policy, C, surgeFactor*C, rec.observer(false))
+		startedC <- started{nodes, last, err}
+	}()
+	var surge *started
+	b.Cleanup(func() {
+		if surge == nil {
+			st := <-startedC
+			surge = &st
+		}
+		closeAll(surge.nodes)
+	})
+
+	lost := map[int]bool{} // early clients by index; probes from -1 down
+	var probeSamples []timedSamples
+	tick := time.NewTicker(surgeSample)
+	end := time.NewTimer(sc.Surge)
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			b.Fatalf("surge: %v", ctx.Err())
+		case <-end.C:
+			running = false
+		case <-tick.C:
+		}
+		s := mustScrape(ctx, b, sn)
+		r.Samples++
+		r.MaxAttached = max(r.MaxAttached, int(s[seriesAttached]))
+		r.HeapBytes.During = max(r.HeapBytes.During, s[seriesHeap])
+		r.Goroutines.During = max(r.Goroutines.During, s[seriesGoroutines])
+		if int(s[seriesAttached]) > C {
+			b.Fatalf("supernode has %v attached, capacity %d (%.1f s into the surge)", s[seriesAttached], C, time.Since(t0).Seconds())
+		}
+		for i, n := range early {
+			if !earlyOK(n) {
+				lost[i] = true
+			}
+		}
+		ps := probes.scrape(ctx, b)
+		probeSamples = append(probeSamples, timedSamples{time.Now(), ps})
+		for i, s := range ps {
+			if !probeAttached(s) {
+				lost[-1-i] = true
+			}
+		}
+	}
+	tick.Stop()
+	rec.setRecording(false)
+	t1 := time.Now()
+	final, pd1, rt3 := mustScrape(ctx, b, sn), probes.scrape(ctx, b), readRuntimeStats()
+	r.BusyServer = int(final[seriesRefused] - s0[seriesRefused])
+	r.NumCPU = runtime.NumCPU()
+	r.SupernodeCPUCores = (final[seriesCPU] - s0[seriesCPU]) / t1.Sub(t0).Seconds()
+	r.ClientCPUCores = (rt3.cpu - rt2.cpu).Seconds() / t1.Sub(t0).Seconds()
+	r.ClientSchedP99BeforeMs, r.ClientSchedP99DuringMs = schedP99Ms(rt0, rt1), schedP99Ms(rt2, rt3)
+	r.ClientGCCycles = rt3.gcCycles - rt2.gcCycles
+	r.ClientGoroutines = runtime.NumGoroutine()
+	r.EarlyLost = len(lost)
+	for i := range lost {
+		if i < 0 {
+			r.EarlyLostProbes++
+		}
+	}
+	rec.mu.Lock()
+	r.EarlySessionEnds = append([]string(nil), rec.sessionEnds...)
+	r.SessionEnds = rec.allEnds
+	rec.mu.Unlock()
+	for i := range pd1 {
+		r.SessionEnds += int(pd1[i][seriesFailovers] - pb0[i][seriesFailovers])
+	}
+	st := <-startedC
+	surge = &st
+	if st.err != nil {
+		b.Fatalf("starting surge clients: %v", st.err)
+	}
+	r.StartSeconds = st.last.Sub(t0).Seconds()
+
+	// After: the surge leaves; the supernode must give its memory back.
+	b.StopTimer()
+	closeAll(surge.nodes)
+	pause(ctx, sc.Settle)
+	after, err := sn.settled(ctx, "surge-"+policy+"-heap-after.pb.gz")
+	if err != nil {
+		b.Fatalf("supernode after: %v", err)
+	}
+	r.HeapBytes.After, r.Goroutines.After = after[seriesHeap], after[seriesGoroutines]
+	r.HeapAfterOverBefore = ratio(after[seriesHeap], base[seriesHeap])
+	closeAll(early)
+	for _, d := range append(probes, sn) {
+		if err := d.stop(); err != nil {
+			b.Errorf("%s: %v", d.name, err)
+		}
+	}
+
+	r.summarize(rec, before0, before1, t0, t1)
+	pr := &r.ProbeKeepalive
+	pr.BeforeP99Ms, pr.BeforeN = probeP99(pb0, pb1)
+	pr.DuringP99Ms, pr.DuringN = probeP99(pd0, pd1)
+	steady := t0.Add(time.Duration(r.SteadyFromSeconds * float64(time.Second)))
+	for _, ps := range probeSamples {
+		if !ps.at.Before(steady) {
+			pr.SteadyP99Ms, pr.SteadyN = probeP99(ps.s, pd1)
+			break
+		}
+	}
+	writeSurgeJSON(b, "surge-"+policy+".json", r)
+	logSurge(b, r)
+	if r.SurgeAccepted > r.SessionEnds {
+		b.Errorf("surge clients got %d ACCEPTs but only %d sessions ended: the supernode held more than %d", r.SurgeAccepted, r.SessionEnds, C)
+	}
+	if r.EarlyLost > 0 {
+		b.Errorf("%d early clients (%d of them probes) lost or changed their attachment during the surge; in-process session ends: %q",
+			r.EarlyLost, r.EarlyLostProbes, r.EarlySessionEnds)
+	}
+	return r
+}
+
+func mustScrape(ctx context.Context, b *testing.B, d *daemon) promSample {
+	b.Helper()
+	s, err := d.scrape(ctx)
+	if err != nil {
+		b.Fatalf("%s metrics: %v", d.name, err)
+	}
+	return s
+}
+
+// logSurge logs the compact summary of one scenario.
+func logSurge(b *testing.B, r *surgeReport) {
+	b.Helper()
+	b.Logf("policy=%s C=%d clients=%d+%d seed=%#x surge=%.1fs (clients started in %.1fs)",
+		r.Policy, r.Scale.Capacity, r.EarlyClients, r.SurgeClients, r.Seed, r.SurgeSeconds, r.StartSeconds)
+	b.Logf("  attempts %d: busy %d (server %d) accept %d (surge clients %d, sessions ended %d) redirect %d error %d; busy/s %.0f; busy latency p50 %.2f ms p99 %.2f ms",
+		r.Attempts, r.Busy, r.BusyServer, r.Accepted, r.SurgeAccepted, r.SessionEnds, r.Redirects, r.Errors, r.BusyPerSec, r.BusyLatencyMs.P50, r.BusyLatencyMs.P99)
+	b.Logf("  attempts/100ms: peak %d, mean %.1f per occupied window; retries only: peak %d, mean %.1f; first attempts spread over %.0f ms",
+		r.Peak100ms, r.MeanOccupied, r.PeakRetry100ms, r.MeanRetryOccupied, r.FirstWaveSpanMs)
+	b.Logf("  keepalive p99 %.2f ms before (n=%d), %.2f ms during (n=%d): %.2f× (target ≤ 2×: %v); early clients lost: %d",
+		r.KeepaliveBeforeMs.P99, r.KeepaliveBeforeMs.N, r.KeepaliveDuringMs.P99, r.KeepaliveDuringMs.N,
+		r.KeepaliveP99Ratio, r.Targets.KeepaliveP99Within2x, r.EarlyLost)
+	pr := r.ProbeKeepalive
+	b.Logf("  probe processes (%d) keepalive p99 ≤ %.1f ms before (n=%d), ≤ %.1f ms during (n=%d), ≤ %.1f ms steady (n=%d)",
+		r.Probes, pr.BeforeP99Ms, pr.BeforeN, pr.DuringP99Ms, pr.DuringN, pr.SteadyP99Ms, pr.SteadyN)
+	b.Logf("  steady part (from %.1f s, every surge client refused once): attempts/100ms peak %d mean %.1f; keepalive p99 %.2f ms (n=%d); busy latency p50 %.2f ms p99 %.2f ms",
+		r.SteadyFromSeconds, r.PeakSteady100ms, r.MeanSteady100ms, r.KeepaliveSteadyMs.P99, r.KeepaliveSteadyMs.N, r.BusyLatencySteadyMs.P50, r.BusyLatencySteadyMs.P99)
+	b.Logf("  surge CPU: supernode %.2f cores, client process %.2f cores of %d; client sched latency p99 %.2f ms before, %.2f ms during; client GCs %d",
+		r.SupernodeCPUCores, r.ClientCPUCores, r.NumCPU, r.ClientSchedP99BeforeMs, r.ClientSchedP99DuringMs, r.ClientGCCycles)
+	b.Logf("  supernode heap %.1f / %.1f / %.1f MiB (before/during max/after), after/before %.3f (target ≤ 1.10: %v); goroutines %.0f / %.0f / %.0f; max attached %d of %d",
+		r.HeapBytes.Before/(1<<20), r.HeapBytes.During/(1<<20), r.HeapBytes.After/(1<<20), r.HeapAfterOverBefore,
+		r.Targets.HeapAfterWithin10pct, r.Goroutines.Before, r.Goroutines.During, r.Goroutines.After, r.MaxAttached, r.Scale.Capacity)
+}
