@@ -230,3 +230,32 @@ func (n *Network) Close() error {
 	errs = append(errs, os.RemoveAll(n.dir))
 	return errors.Join(errs...)
 }
+
+// WaitAttached waits until every ordinary node is attached to a supernode,
+// calling progress (if not nil) when the count changes.
+func (n *Network) WaitAttached(ctx context.Context, progress func(attached, total int)) error {
+	clients := n.Clients()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	last := -1
+	for {
+		attached := 0
+		for _, c := range clients {
+			if c.Status().Attachment != nil {
+				attached++
+			}
+		}
+		if progress != nil && attached != last {
+			progress(attached, len(clients))
+			last = attached
+		}
+		if attached == len(clients) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d of %d clients attached: %w", attached, len(clients), ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

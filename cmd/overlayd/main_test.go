@@ -276,3 +276,17 @@ func TestOperatorCommands(t *testing.T) {
 		t.Fatalf("revoke: %d", code)
 	}
 }
+
+// TestTestnetTour runs the README's main command (with a shorter interval)
+// and checks it shows the whole system working.
+func TestTestnetTour(t *testing.T) {
+	out, stderr, code := runBin(t, nil, "testnet", "run", "--interval", "300ms")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{"converged in", "5/5 ordinary nodes attached", "delivered and acknowledged", "every member received it"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
