@@ -12,6 +12,7 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -225,23 +226,7 @@ func TestSupernodeFreesSlot(t *testing.T) {
 	})
 	t.Run("client silent", func(t *testing.T) {
 		// A raw peer that attaches and then never pings.
-		h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		if err := h.Connect(context.Background(), peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()}); err != nil {
-			t.Fatal(err)
-		}
-		s, err := h.NewStream(context.Background(), sn.ID(), protocol.AttachID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		protocol.WriteFrame(s, &pb.AttachRequest{ProtocolVersion: protocol.Version})
-		var resp pb.AttachResponse
-		if err := protocol.NewFrameReader(s, protocol.MaxAttachFrame).Read(&resp); err != nil || resp.GetStatus() != pb.AttachResponse_STATUS_ACCEPT {
-			t.Fatalf("attach: %v %v", resp.GetStatus(), err)
-		}
+		rawAttach(t, sn)
 		start := time.Now()
 		waitFor(t, protocol.MissedKeepalives*testKeepalive+500*time.Millisecond, "silent client dropped and its slot released", func() bool {
 			return sn.admission.Load() == 0 && sn.sems.Attached.InUse() == 0
@@ -381,4 +366,29 @@ func TestAttachSurge(t *testing.T) {
 		t.Fatalf("supernode after the surge: %d attached", sn.admission.Load())
 	}
 	t.Logf("surge: %d clients, %v BUSY answers, peak attached %d of %d", len(surge), busy, peak.Load(), C)
+}
+
+// rawAttach attaches a bare libp2p host (no overlayd client behind it) to
+// sn and returns the host and the accepted session stream: tests drive it
+// by hand to play a silent or stalled client.
+func rawAttach(t *testing.T, sn *Node) (host.Host, network.Stream) {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	if err := h.Connect(context.Background(), peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := h.NewStream(context.Background(), sn.ID(), protocol.AttachID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	protocol.WriteFrame(s, &pb.AttachRequest{ProtocolVersion: protocol.Version, SessionSeq: 1})
+	var resp pb.AttachResponse
+	if err := protocol.NewFrameReader(s, protocol.MaxSessionFrame).Read(&resp); err != nil || resp.GetStatus() != pb.AttachResponse_STATUS_ACCEPT {
+		t.Fatalf("attach: %v %v", resp.GetStatus(), err)
+	}
+	return h, s
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -225,23 +224,7 @@ func TestSlowRecipientDoesNotSlowOthers(t *testing.T) {
 	}
 
 	// The stalled member: attaches, joins, keeps pinging, never reads.
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := h.Connect(context.Background(), peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	s, err := h.NewStream(context.Background(), sn.ID(), protocol.AttachID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	protocol.WriteFrame(s, &pb.AttachRequest{ProtocolVersion: protocol.Version, SessionSeq: 1})
-	var resp pb.AttachResponse
-	if err := protocol.NewFrameReader(s, protocol.MaxSessionFrame).Read(&resp); err != nil || resp.GetStatus() != pb.AttachResponse_STATUS_ACCEPT {
-		t.Fatalf("attach: %v %v", resp.GetStatus(), err)
-	}
+	h, s := rawAttach(t, sn)
 	protocol.WriteFrame(s, &pb.SessionFrame{Kind: &pb.SessionFrame_GroupOp{GroupOp: &pb.GroupOp{Group: group, Join: true}}})
 	stop := make(chan struct{})
 	defer close(stop)
