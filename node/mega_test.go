@@ -159,7 +159,14 @@ func TestForgedMegaGetsNothing(t *testing.T) {
 
 func TestFallbackToMegasAndHandBack(t *testing.T) {
 	op := newOperator(t)
-	fast := func(c *Config) { c.ReturnInterval = 2 * time.Second; c.DrainPeriod = time.Second }
+	// A 1 s keepalive: this test is about where clients go, and under
+	// -race on a loaded machine a 100 ms keepalive makes sessions die of
+	// scheduling delays, which turns hand-back into failover.
+	fast := func(c *Config) {
+		c.ReturnInterval = 2 * time.Second
+		c.DrainPeriod = time.Second
+		c.Keepalive = time.Second
+	}
 	var regs []*Node
 	regs = append(regs, trustingSupernode(t, op, "", 10, fast))
 	boot := p2pAddr(regs[0])
