@@ -221,6 +221,13 @@ func (c *attacher) sleep(ctx context.Context, d time.Duration) bool {
 // run keeps the node attached until ctx ends.
 func (c *attacher) run(ctx context.Context) {
 	c.waitForRing(ctx)
+	if c.n.attachGate != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.n.attachGate:
+		}
+	}
 	// Clients that heard the same announcement finish waiting together:
 	// spread the first pass over one RetryBase, so a crowd starting at
 	// once does not arrive as one wave either.

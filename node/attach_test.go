@@ -254,7 +254,7 @@ func TestAttachSurge(t *testing.T) {
 	// measured by BenchmarkSurge instead.
 	slow := func(c Config) Config {
 		c.AnnounceInterval = time.Second
-		c.Keepalive = 2 * time.Second
+		c.Keepalive = 3 * time.Second
 		c.BusyRetryAfter = time.Second
 		c.RetryBase = 500 * time.Millisecond
 		c.RetryMax = 4 * time.Second
@@ -305,18 +305,30 @@ func TestAttachSurge(t *testing.T) {
 			}
 		}
 	})
+	// Start the surge clients and let them connect (TLS handshakes are not
+	// what this test measures), then open the gate: all 20×C attach at once.
+	gate := make(chan struct{})
 	var surge []*Node
 	var mu sync.Mutex
 	var sg sync.WaitGroup
 	for range 20 * C {
 		sg.Go(func() {
-			c := startClientConfig(t, slow(attachConfig(t, RoleOrdinary, boot)), WithLogger(slog.New(dbg)))
+			c := startClientConfig(t, slow(attachConfig(t, RoleOrdinary, boot)), WithLogger(slog.New(dbg)), WithAttachGateForTest(gate))
 			mu.Lock()
 			surge = append(surge, c)
 			mu.Unlock()
 		})
 	}
 	sg.Wait()
+	waitFor(t, 60*time.Second, "surge clients connected", func() bool {
+		for _, c := range surge {
+			if c.Host().Network().Connectedness(sn.ID()) != network.Connected || c.Ring() == nil {
+				return false
+			}
+		}
+		return true
+	})
+	close(gate)
 	// Every surge client is refused at least once and keeps retrying.
 	defer func() {
 		if t.Failed() {

@@ -46,6 +46,7 @@ type Node struct {
 	seedFn       func() uint64
 	observe      func(Event)
 	perMember    bool
+	attachGate   <-chan struct{}
 
 	trusted  []crypto.PubKey
 	megaMu   sync.Mutex
@@ -169,6 +170,16 @@ func WithRetryStrategy(f func(*rand.Rand) backoff.Strategy) Option {
 func WithPerMemberGroupFanoutForTest() Option {
 	return func(n *Node) error {
 		n.perMember = true
+		return nil
+	}
+}
+
+// WithAttachGateForTest holds the client's first attach pass until gate
+// is closed, so a test can start many clients, let them connect, and then
+// make them all attach in the same instant.
+func WithAttachGateForTest(gate <-chan struct{}) Option {
+	return func(n *Node) error {
+		n.attachGate = gate
 		return nil
 	}
 }
