@@ -207,6 +207,9 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 		return
 	}
 	defer r.cfg.Sems.Fanout.Release()
+	// Numbering and queueing happen under one lock, so publishes that
+	// race each other leave the home in sequence order on every link and
+	// into the local fanout (queueing never blocks).
 	r.mu.Lock()
 	hg := r.homes[p.GetGroup()]
 	if hg == nil {
@@ -216,24 +219,12 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 	hg.seq++
 	hg.lastUse = r.cfg.Now()
 	seq := hg.seq
-	sns := make([]peer.ID, 0, len(hg.bySN))
-	for sn := range hg.bySN {
-		sns = append(sns, sn)
-	}
-	var perMember map[peer.ID]peer.ID
-	if r.cfg.PerMemberFanoutForTest {
-		perMember = make(map[peer.ID]peer.ID, len(hg.at))
-		for m, sn := range hg.at {
-			perMember[m] = sn
-		}
-	}
-	r.mu.Unlock()
 	r.stats.GroupPublishes.Add(1)
 	gm := &pb.GroupMessage{Group: p.GetGroup(), Epoch: r.epoch, Seq: seq, From: p.GetFrom(), Id: p.GetId(), Payload: p.GetPayload()}
 	self := r.self()
-	if perMember != nil {
+	if r.cfg.PerMemberFanoutForTest {
 		// The naive design: one frame, encoded anew, per member.
-		for m, sn := range perMember {
+		for m, sn := range hg.at {
 			one := &pb.GroupMessage{Group: gm.Group, Epoch: gm.Epoch, Seq: gm.Seq, From: gm.From, Id: gm.Id, Payload: gm.Payload, Only: []byte(m)}
 			if sn == self {
 				r.deliverOnly(one)
@@ -241,18 +232,19 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 				r.stats.GroupFramesSent.Add(1)
 			}
 		}
-		sns = nil
-	}
-	frame := encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: gm}})
-	for _, sn := range sns {
-		if sn == self {
-			r.fanoutLocal(gm)
-			continue
+	} else {
+		frame := encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: gm}})
+		for sn := range hg.bySN {
+			if sn == self {
+				r.fanoutLocalLocked(gm)
+				continue
+			}
+			if r.links.sendGroup(sn, frame) {
+				r.stats.GroupFramesSent.Add(1)
+			}
 		}
-		if r.links.sendGroup(sn, frame) {
-			r.stats.GroupFramesSent.Add(1)
-		}
 	}
+	r.mu.Unlock()
 	r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_OK, Seq: seq, Epoch: r.epoch})
 }
 
@@ -273,13 +265,20 @@ func (r *Router) publishResult(p *pb.GroupPublish, res *pb.Result) {
 // fanoutLocal delivers a group message to this supernode's local members:
 // wrapped once, fanned out by the engine.
 func (r *Router) fanoutLocal(gm *pb.GroupMessage) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fanoutLocalLocked(gm)
+}
+
+// fanoutLocalLocked is fanoutLocal with r.mu held: the engine's Fanout
+// only queues, and calling it under the lock keeps the order in which
+// messages were numbered or received.
+func (r *Router) fanoutLocalLocked(gm *pb.GroupMessage) {
 	if len(gm.GetOnly()) > 0 {
 		r.deliverOnly(gm)
 		return
 	}
-	r.mu.Lock()
 	lg := r.local[gm.GetGroup()]
-	r.mu.Unlock()
 	if lg == nil {
 		return
 	}

@@ -22,8 +22,9 @@ import (
 
 // The in-process network of the messaging benchmarks: k supernodes (the
 // first is everyone's bootstrap peer) and ordinary nodes, each a full
-// node.Node on 127.0.0.1, configured as the brief of the benchmarks says:
-// announce interval 1 s, keepalive 2 s, return interval 1 h, no local API.
+// node.Node on 127.0.0.1, configured as docs/BENCHMARKS.md ("Messaging end
+// to end") describes: announce interval 1 s, keepalive 2 s, return
+// interval 1 h, no local API.
 
 // msgStartParallel is how many ordinary nodes start at once.
 const msgStartParallel = 32

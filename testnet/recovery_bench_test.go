@@ -328,6 +328,9 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 	b.StopTimer()
 	stopSampler()
 	recSummarize(r, s, n.rec, sc, t0, orphans)
+	if pr, ok := r.Process[recPhaseNames[recPhaseRecovery]]; ok {
+		r.Targets.HarnessStarved = pr.SchedP99Ms > 250 || pr.SchedMaxMs > 3*recMs(tm.Keepalive)
+	}
 	r.LoadAvg = recLoadAvg()
 	recWriteJSON(b, "recovery-"+run+".json", r)
 	recLog(b, r)
@@ -335,7 +338,10 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 		b.Errorf("%s: a supernode was above its capacity (see the peaks in the report)", run)
 	}
 	if r.Targets.SupernodesFailed > 0 {
-		b.Errorf("%s: %d surviving supernodes failed a health check", run, r.Targets.SupernodesFailed)
+		b.Errorf("%s: %d surviving supernodes failed a health check for 20 s (harness starved: %v)", run, r.Targets.SupernodesFailed, r.Targets.HarnessStarved)
+	}
+	if r.Targets.HarnessStarved {
+		b.Logf("%s: THE TEST PROCESS WAS STARVED during the recovery window (see process_by_phase): these figures measure the machine, not the overlay", run)
 	}
 	return r
 }
@@ -418,8 +424,9 @@ func recCheckHealth(ctx context.Context, s *recSampler, probe *node.Node, phase 
 	var wg sync.WaitGroup
 	for i, sn := range live {
 		wg.Go(func() {
-			st, dir, pg := recHealth(ctx, sn.n, probe)
-			res[i] = recHealthResult{Phase: recPhaseNames[phase], StatusOK: st, InDirectory: dir, PingOK: pg}
+			h, took := recHealth(ctx, sn.n, probe, 20*time.Second)
+			h.Phase, h.TookS = recPhaseNames[phase], took.Seconds()
+			res[i] = h
 		})
 	}
 	wg.Wait()
@@ -561,8 +568,9 @@ func recLog(b *testing.B, r *recReport) {
 				p, pr.Seconds, pr.CPUCores, pr.SchedP99Ms, pr.SchedMaxMs, pr.GCCycles, pr.GCPauseMaxMs, pr.Goroutines, pr.LoadAvg)
 		}
 	}
-	b.Logf("  targets: no supernode over capacity %v; supernodes failed %d; 99%% within 30 s %v; 100%% within 60 s %v; sample scan p50 %.0f ms max %.0f ms",
-		r.Targets.NoOverCapacity, r.Targets.SupernodesFailed, r.Targets.Attach99Within30s, r.Targets.Attach100Within60s, r.ScanMs.P50, r.ScanMs.Max)
+	b.Logf("  targets: no supernode over capacity %v; supernodes failed %d; 99%% within 30 s %v; 100%% within 60 s %v; harness starved %v; sample scan p50 %.0f ms max %.0f ms",
+		r.Targets.NoOverCapacity, r.Targets.SupernodesFailed, r.Targets.Attach99Within30s, r.Targets.Attach100Within60s,
+		r.Targets.HarnessStarved, r.ScanMs.P50, r.ScanMs.Max)
 }
 
 func recMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -280,27 +280,45 @@ func (n *recNet) close() {
 	}
 }
 
-// recHealth says whether a surviving supernode is up: it answers Status
-// within a bound, it is still in the directory of a client (so its announce
-// loop runs), and its libp2p host answers a ping from that client's host.
-func recHealth(ctx context.Context, sn, probe *node.Node) (statusOK, inDirectory, pingOK bool) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+// recHealth says whether a surviving supernode is up: it answers Status,
+// it is in the directory of a client (so its announce loop runs), and its
+// libp2p host answers a ping from that client's host. Each check is
+// retried, each try bounded by 3 s, until it passes or within has passed:
+// the whole network shares one process, and a starved process must not
+// pass for a failed supernode. It returns the result and how long the
+// checks took.
+func recHealth(ctx context.Context, sn, probe *node.Node, within time.Duration) (r recHealthResult, took time.Duration) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, within)
 	defer cancel()
-	done := make(chan bool, 1)
-	go func() { st := sn.Status(); done <- st.PeerID == sn.ID().String() }()
-	select {
-	case statusOK = <-done:
-	case <-ctx.Done():
-	}
-	_, inDirectory = probe.Directory().Snapshot().Get(sn.ID())
 	h := probe.Host()
-	h.Peerstore().AddAddrs(sn.ID(), sn.Host().Addrs(), time.Minute)
-	select {
-	case r := <-ping.Ping(ctx, h, sn.ID()):
-		pingOK = r.Error == nil
-	case <-ctx.Done():
+	for ctx.Err() == nil && !r.ok() {
+		try, done := context.WithTimeout(ctx, 3*time.Second)
+		if !r.StatusOK {
+			answer := make(chan bool, 1)
+			go func() { st := sn.Status(); answer <- st.PeerID == sn.ID().String() }()
+			select {
+			case r.StatusOK = <-answer:
+			case <-try.Done():
+			}
+		}
+		if !r.InDirectory {
+			_, r.InDirectory = probe.Directory().Snapshot().Get(sn.ID())
+		}
+		if !r.PingOK {
+			h.Peerstore().AddAddrs(sn.ID(), sn.Host().Addrs(), time.Minute)
+			select {
+			case res := <-ping.Ping(try, h, sn.ID()):
+				r.PingOK = res.Error == nil
+			case <-try.Done():
+			}
+		}
+		done()
+		if !r.ok() {
+			recPause(ctx, 500*time.Millisecond)
+		}
 	}
-	return statusOK, inDirectory, pingOK
+	return r, time.Since(start)
 }
 
 // recWait polls cond every tick until it holds, ctx ends or within passes.

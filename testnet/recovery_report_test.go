@@ -121,10 +121,11 @@ type recSNReport struct {
 
 // recHealthResult is one health check of a surviving supernode.
 type recHealthResult struct {
-	Phase       string `json:"phase"`
-	StatusOK    bool   `json:"status_ok"`
-	InDirectory bool   `json:"in_directory"`
-	PingOK      bool   `json:"ping_ok"`
+	Phase       string  `json:"phase"`
+	StatusOK    bool    `json:"status_ok"`
+	InDirectory bool    `json:"in_directory"`
+	PingOK      bool    `json:"ping_ok"`
+	TookS       float64 `json:"took_s"`
 }
 
 func (h recHealthResult) ok() bool { return h.StatusOK && h.InDirectory && h.PingOK }
@@ -146,6 +147,11 @@ type recTargets struct {
 	Attach99Within30s  bool  `json:"attach_99pct_within_30s"`
 	Attach100Within60s bool  `json:"attach_100pct_within_60s"`
 	HandBackInTime     *bool `json:"handback_within_drain_plus_return,omitempty"`
+	// HarnessStarved says the test process itself could not keep up during
+	// the recovery window (goroutine scheduling latency p99 above 250 ms
+	// or max above 3 keepalive intervals): the figures then measure the
+	// machine, not the overlay.
+	HarnessStarved bool `json:"harness_starved"`
 }
 
 // recDist summarises values.
