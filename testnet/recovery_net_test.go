@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -49,9 +50,11 @@ func recKey(seed uint64, kind string, i int) (crypto.PrivKey, error) {
 }
 
 // recRecorder counts the clients' attach attempts and session ends per
-// phase. Observers must not block: it only adds atomically.
+// phase. Observers must not block: it only loads and adds atomically.
 type recRecorder struct {
 	phase atomic.Int32
+	// killed are the killed supernodes, set at the failure.
+	killed atomic.Pointer[map[peer.ID]bool]
 	// counts[phase][result]
 	counts [recPhases][recResults]atomic.Int64
 }
@@ -71,7 +74,11 @@ const (
 	recBusy
 	recRedirect
 	recError
-	recSessionEnd
+	recSessionEnd  // every session end
+	recEndKilled   // the supernode was killed
+	recEndReturned // the client moved back home
+	recEndDetached // the supernode detached the client (hand-back)
+	recEndLost     // anything else: keepalive silence or a stream error on a live supernode
 	recResults
 )
 
@@ -82,6 +89,16 @@ func (r *recRecorder) observe(e node.Event) {
 	switch {
 	case e.Kind == node.EventSessionEnd:
 		res = recSessionEnd
+		kind := recEndLost
+		switch k := r.killed.Load(); {
+		case k != nil && (*k)[e.Supernode]:
+			kind = recEndKilled
+		case e.Result == "returned home":
+			kind = recEndReturned
+		case strings.HasPrefix(e.Result, "detached by supernode"):
+			kind = recEndDetached
+		}
+		r.counts[r.phase.Load()][kind].Add(1)
 	case e.Kind != node.EventAttempt:
 	case e.Result == "accept":
 		res = recAccept
@@ -101,7 +118,8 @@ func (r *recRecorder) observe(e node.Event) {
 func (r *recRecorder) attempts(phase int) recAttempts {
 	c := &r.counts[phase]
 	return recAttempts{Accept: c[recAccept].Load(), Busy: c[recBusy].Load(), Redirect: c[recRedirect].Load(),
-		Error: c[recError].Load(), SessionEnds: c[recSessionEnd].Load()}
+		Error: c[recError].Load(), SessionEnds: c[recSessionEnd].Load(), EndsKilled: c[recEndKilled].Load(),
+		EndsReturned: c[recEndReturned].Load(), EndsDetached: c[recEndDetached].Load(), EndsLost: c[recEndLost].Load()}
 }
 
 // recNet is one running network.

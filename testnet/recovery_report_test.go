@@ -138,6 +138,14 @@ type recAttempts struct {
 	Redirect    int64 `json:"redirect"`
 	Error       int64 `json:"error"`
 	SessionEnds int64 `json:"session_ends"`
+	// Session ends by cause: on a killed supernode, moves back home,
+	// detached by the supernode (hand-back), and lost: keepalive silence
+	// or a stream error on a live supernode, which a healthy overlay in a
+	// healthy process does not produce.
+	EndsKilled   int64 `json:"ends_killed"`
+	EndsReturned int64 `json:"ends_returned_home"`
+	EndsDetached int64 `json:"ends_detached"`
+	EndsLost     int64 `json:"ends_lost"`
 }
 
 // recTargets are the targets of the issue, measured.
@@ -147,11 +155,12 @@ type recTargets struct {
 	Attach99Within30s  bool  `json:"attach_99pct_within_30s"`
 	Attach100Within60s bool  `json:"attach_100pct_within_60s"`
 	HandBackInTime     *bool `json:"handback_within_drain_plus_return,omitempty"`
-	// HarnessStarved says the test process itself could not keep up during
-	// the recovery window (goroutine scheduling latency p99 above 250 ms
-	// or max above 3 keepalive intervals): the figures then measure the
-	// machine, not the overlay.
-	HarnessStarved bool `json:"harness_starved"`
+	// HarnessStalled says some goroutine of the test process waited to run
+	// longer than the session timeout (3 keepalive intervals; bucket bound
+	// of the scheduling latency) before or during the recovery window:
+	// long enough for sessions to die of the harness alone, so lost
+	// sessions and dips then measure the machine as much as the overlay.
+	HarnessStalled bool `json:"harness_stalled"`
 }
 
 // recDist summarises values.
