@@ -412,7 +412,7 @@ func (n *Node) Ring() *ring.Ring { return n.rings.Load() }
 func (n *Node) Role() (Role, string) {
 	switch n.cfg.Role {
 	case RoleAuto:
-		return RoleOrdinary, "auto: automatic promotion is not implemented yet, so the node stays ordinary"
+		return RoleOrdinary, "auto: automatic promotion is not available yet, so the node stays ordinary"
 	case RoleSupernode:
 		return RoleSupernode, "pinned by --role supernode"
 	}

@@ -361,6 +361,9 @@ func recHandBackPhase(ctx context.Context, b *testing.B, n *recNet, s *recSample
 	b.Helper()
 	hb := &recHandBack{TargetS: (n.tm.DrainPeriod + n.tm.ReturnInterval).Seconds()}
 	s.setPhase(n.rec, recPhaseRestart)
+	// The restarted supernodes keep their peer IDs: sessions ending on
+	// them from now on are not on a killed supernode.
+	n.rec.killed.Store(nil)
 	at, _ := s.latest()
 	hb.OnMegasAtRestart = at.OnMegas
 	tr := time.Now()
