@@ -3,11 +3,9 @@ package testnet
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -342,7 +340,7 @@ func msgCompareGroup(b *testing.B, sc msgGroupScale, bt, nv *msgGroupReport) {
 	default:
 		c.P99RatioInclLoss = 0
 	}
-	msgWriteJSON(b, "msg-group-compare.json", c)
+	writeReport(b, "msg-runs.jsonl", "msg-group-compare.json", c)
 	b.ReportMetric(c.P99Ratio, "p99-naive/batched")
 	b.Logf("same process: delivery p99 naive %.2f ms vs batched %.2f ms: %.2f× over delivered messages (target ≥ 5×: %v); counting losses %.2f vs %.2f ms (target: %v); delivered %.2f%% vs %.2f%%; frames/publish %.1f vs %.1f; supernode CPU %.2f vs %.2f ms/publish",
 		c.NaiveP99Ms, c.BatchedP99Ms, c.P99Ratio, c.TargetDelivered, c.NaiveP99InclLossMs, c.BatchedP99InclLossMs, c.TargetInclLoss,
@@ -497,7 +495,7 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 		want[c.ID().String()] = true
 	}
 	var lastMembers int
-	err = msgWait(ctx, 60*time.Second, 250*time.Millisecond, func() bool {
+	err = waitFor(ctx, 60*time.Second, 250*time.Millisecond, func() bool {
 		qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer qcancel()
 		ms, err := clients[0].GroupMembers(qctx, msgGroupName)
@@ -521,7 +519,7 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 	// Idle baseline: keepalives, announcements, presence and membership
 	// refreshes of the whole network.
 	cw := msgStartCPU()
-	msgPause(ctx, sc.Baseline)
+	pause(ctx, sc.Baseline)
 	if r.Baseline, err = cw.stop("msg-group-" + design + "-baseline.pprof"); err != nil {
 		b.Logf("baseline CPU profile: %v", err)
 	}
@@ -553,7 +551,7 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 		// Publish i is due at tp + i×interval; a late one goes at once,
 		// so that the schedule catches up instead of thinning out.
 		if d := time.Until(tp.Add(time.Duration(i) * interval)); d > 0 {
-			msgPause(ctx, d)
+			pause(ctx, d)
 		}
 		if ctx.Err() != nil {
 			b.Fatalf("publishing: %v", ctx.Err())
@@ -592,7 +590,7 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 		}
 		return r.Published
 	}
-	r.Complete = msgWait(ctx, sc.Drain, 10*time.Millisecond, func() bool {
+	r.Complete = waitFor(ctx, sc.Drain, 10*time.Millisecond, func() bool {
 		return delivered.Load() >= int64(homeNumbered()*len(clients))
 	}) == nil
 	b.StopTimer()
@@ -624,7 +622,7 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 	numbered := float64(max(r.Numbered+r.NumberedUnseen, 1))
 	r.FanoutJobsPerPublish = (jobsAfter - jobsBefore) / numbered
 	msgGroupCPU(r, numbered)
-	msgWriteJSON(b, "msg-group-"+design+".json", r)
+	writeReport(b, "msg-runs.jsonl", "msg-group-"+design+".json", r)
 	msgLogGroup(b, r)
 	if !r.Complete || r.Missing > 0 || r.OutOfOrder > 0 || r.Duplicates > 0 || r.Epochs > 1 {
 		msg := fmt.Sprintf("design=%s: delivered %d of %d (missing %d, duplicates %d, out of order %d, unexpected %d, gaps %d, home epochs %d, client failovers %d; Go scheduler p99 %.0f ms)",
@@ -800,39 +798,6 @@ func msgLogGroup(b *testing.B, r *msgGroupReport) {
 		r.Window.MachineBusyCores, r.Baseline.MachineBusyCores, r.Window.LoadAvg1)
 }
 
-// msgWriteJSON writes v to $OVERLAYD_REPORT_DIR/name and appends it to
-// msg-runs.jsonl there; without OVERLAYD_REPORT_DIR it does nothing.
-func msgWriteJSON(b *testing.B, name string, v any) {
-	b.Helper()
-	dir := os.Getenv("OVERLAYD_REPORT_DIR")
-	if dir == "" {
-		return
-	}
-	buf, err := json.MarshalIndent(v, "", "  ")
-	if err == nil {
-		err = os.MkdirAll(dir, 0o755)
-	}
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, name), append(buf, '\n'), 0o644)
-	}
-	var line []byte
-	if err == nil {
-		line, err = json.Marshal(map[string]any{"file": name, "at": time.Now().UTC(), "report": v})
-	}
-	if err == nil {
-		var f *os.File
-		if f, err = os.OpenFile(filepath.Join(dir, "msg-runs.jsonl"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-			_, err = f.Write(append(line, '\n'))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-	}
-	if err != nil {
-		b.Errorf("report %s: %v", name, err)
-	}
-}
-
 // msgDirectScale sizes the direct-message scenarios.
 type msgDirectScale struct {
 	// Window is how long each mode sends; MaxPerWorker caps the messages
@@ -965,7 +930,7 @@ func BenchmarkDirectMessage(b *testing.B) {
 				} else {
 					r.Relayed = -1
 				}
-				msgWriteJSON(b, "msg-direct-"+mode.name+".json", r)
+				writeReport(b, "msg-runs.jsonl", "msg-direct-"+mode.name+".json", r)
 				b.Logf("mode=%s workers=%d: %d sent, %d acked, %d errors %s in %.2f s: %.0f msgs/s; ack p50 %.3f p90 %.3f p99 %.3f max %.2f ms; one-way p50 %.3f p99 %.3f ms; delivered %d, lost %d, unacked %d, relayed %d",
 					r.Mode, r.Workers, r.Sent, r.Acked, r.Errors, r.FirstError, r.Seconds, r.MsgsPerSec,
 					r.AckMs.P50, r.AckMs.P90, r.AckMs.P99, r.AckMs.Max, r.OneWayMs.P50, r.OneWayMs.P99, r.Delivered, r.Lost, r.Unacked, r.Relayed)
@@ -1059,7 +1024,7 @@ func msgRunDirect(ctx context.Context, b *testing.B, sc msgDirectScale, mode str
 		}
 		return n
 	}
-	_ = msgWait(ctx, 2*time.Second, 5*time.Millisecond, func() bool { return mine() >= r.Acked })
+	_ = waitFor(ctx, 2*time.Second, 5*time.Millisecond, func() bool { return mine() >= r.Acked })
 	recv.mu.Lock()
 	defer recv.mu.Unlock()
 	var oneWay []time.Duration

@@ -104,7 +104,7 @@ func msgStartSupernodes(ctx context.Context, tb testing.TB, k, capacity int, see
 			boot = fmt.Sprintf("%s/p2p/%s", sn.Host().Addrs()[0], sn.ID())
 		}
 	}
-	err := msgWait(ctx, 30*time.Second, 20*time.Millisecond, func() bool {
+	err := waitFor(ctx, 30*time.Second, 20*time.Millisecond, func() bool {
 		for _, sn := range n.sns {
 			if r := sn.Ring(); r == nil || r.Len() != k {
 				return false
@@ -168,7 +168,7 @@ func msgWaitAttached(ctx context.Context, tb testing.TB, cs []*node.Node, want [
 	for i := range cs {
 		pending[i] = i
 	}
-	err := msgWait(ctx, within, 100*time.Millisecond, func() bool {
+	err := waitFor(ctx, within, 100*time.Millisecond, func() bool {
 		rest := pending[:0]
 		for _, i := range pending {
 			a := cs[i].Status().Attachment
@@ -211,33 +211,6 @@ func (n *msgNet) closeAll() {
 		wg.Go(func() { _ = sn.Close() })
 	}
 	wg.Wait()
-}
-
-// msgPause waits d or until ctx ends: a measurement window, not a wait for
-// an event.
-func msgPause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
-// msgWait polls cond every tick until it holds, ctx ends or within passes.
-func msgWait(ctx context.Context, within, tick time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
 }
 
 // msgRouter returns a supernode's router, for its counters (group frames

@@ -249,7 +249,7 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 	b.StartTimer()
 	s.setPhase(n.rec, recPhaseBefore)
 	mark := recMarkNow()
-	recPause(ctx, sc.Settle)
+	pause(ctx, sc.Settle)
 	before, _ := s.latest()
 	r.Before = recBefore{Attached: before.Attached, Fraction: before.Fraction, OnMegas: before.OnMegas,
 		Slots: sc.Supernodes*sc.Capacity + sc.Megas*sc.MegaRegularCapacity}
@@ -319,7 +319,7 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 		}
 	}
 	kwg.Wait()
-	recPause(ctx, time.Until(t0.Add(sc.Window)))
+	pause(ctx, time.Until(t0.Add(sc.Window)))
 	recCheckHealth(ctx, s, n.clients[0], recPhaseRecovery)
 	end, _ := s.latest()
 	r.Recovery.OnMegasFinal = end.OnMegas
@@ -340,7 +340,7 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 		}
 	}
 	r.LoadAvg = recLoadAvg()
-	recWriteJSON(b, "recovery-"+run+".json", r)
+	writeReport(b, "recovery-runs.jsonl", "recovery-"+run+".json", r)
 	recLog(b, r)
 	if !r.Targets.NoOverCapacity {
 		b.Errorf("%s: a supernode was above its capacity (see the peaks in the report)", run)
@@ -384,7 +384,7 @@ func recHandBackPhase(ctx context.Context, b *testing.B, n *recNet, s *recSample
 	}
 	hb.RestartS = time.Since(tr).Seconds()
 	live := append(n.supernodes(), n.clients...)
-	if err := recWait(ctx, 30*time.Second, 50*time.Millisecond, func() bool { return recInDirectories(live, ids) }); err != nil {
+	if err := waitFor(ctx, 30*time.Second, 50*time.Millisecond, func() bool { return recInDirectories(live, ids) }); err != nil {
 		b.Fatalf("restarted supernodes not in every directory after 30 s: %v", err)
 	}
 	hb.InDirectoriesS = time.Since(tr).Seconds()
@@ -415,7 +415,7 @@ func recHandBackPhase(ctx context.Context, b *testing.B, n *recNet, s *recSample
 	}); ok {
 		// Keep watching a little: a hand-back that does not hold is no
 		// hand-back.
-		recPause(ctx, 2*time.Second)
+		pause(ctx, 2*time.Second)
 	}
 	hb.demoteAt = recSince(t0, t1)
 	return hb

@@ -219,7 +219,7 @@ func recStartNetwork(ctx context.Context, tb testing.TB, sc recScale, tm recTimi
 		n.megas = append(n.megas, m)
 	}
 	members := sc.Supernodes + sc.Megas
-	err = recWait(ctx, 30*time.Second, 20*time.Millisecond, func() bool {
+	err = waitFor(ctx, 30*time.Second, 20*time.Millisecond, func() bool {
 		for _, sn := range n.supernodes() {
 			if r := sn.Ring(); r == nil || r.Len() != members {
 				return false
@@ -333,37 +333,10 @@ func recHealth(ctx context.Context, sn, probe *node.Node, within time.Duration) 
 		}
 		done()
 		if !r.ok() {
-			recPause(ctx, 500*time.Millisecond)
+			pause(ctx, 500*time.Millisecond)
 		}
 	}
 	return r, time.Since(start)
-}
-
-// recWait polls cond every tick until it holds, ctx ends or within passes.
-func recWait(ctx context.Context, within, tick time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, within)
-	defer cancel()
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
-}
-
-// recPause waits d or until ctx ends: a measurement window, not a wait for
-// an event.
-func recPause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // recIDs returns the peer IDs of nodes as strings.

@@ -1,13 +1,10 @@
 package testnet
 
 import (
-	"encoding/json"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"testing"
 	"time"
 )
 
@@ -216,40 +213,6 @@ func recLoadAvg() string {
 	}
 	f := strings.Fields(string(b))
 	return strings.Join(f[:min(3, len(f))], " ")
-}
-
-// recWriteJSON writes v as $OVERLAYD_REPORT_DIR/name and appends it as one
-// line to recovery-runs.jsonl there; without OVERLAYD_REPORT_DIR it does
-// nothing.
-func recWriteJSON(b *testing.B, name string, v any) {
-	b.Helper()
-	dir := os.Getenv("OVERLAYD_REPORT_DIR")
-	if dir == "" {
-		return
-	}
-	buf, err := json.MarshalIndent(v, "", "  ")
-	if err == nil {
-		err = os.MkdirAll(dir, 0o755)
-	}
-	if err == nil {
-		err = os.WriteFile(filepath.Join(dir, name), append(buf, '\n'), 0o644)
-	}
-	var line []byte
-	if err == nil {
-		line, err = json.Marshal(map[string]any{"file": name, "report": v})
-	}
-	if err == nil {
-		var f *os.File
-		if f, err = os.OpenFile(filepath.Join(dir, "recovery-runs.jsonl"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); err == nil {
-			_, err = f.Write(append(line, '\n'))
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-		}
-	}
-	if err != nil {
-		b.Errorf("report %s: %v", name, err)
-	}
 }
 
 // recOr returns *p, or def when p is nil.
