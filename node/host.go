@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	coreconnmgr "github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -34,7 +35,7 @@ func connBudget(c Config) int {
 // only, an explicit resource manager and a connection manager whose
 // watermarks sit below the resource limits (so trimming can happen; see
 // go-libp2p issue 1640).
-func newHost(c Config, key crypto.PrivKey) (host.Host, network.ResourceManager, error) {
+func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater) (host.Host, network.ResourceManager, error) {
 	listen, err := parseAddrs("--listen", c.Listen)
 	if err != nil {
 		return nil, nil, err
@@ -99,7 +100,7 @@ func newHost(c Config, key crypto.PrivKey) (host.Host, network.ResourceManager, 
 		rm.Close()
 		return nil, nil, fmt.Errorf("connection manager: %w", err)
 	}
-	h, err := libp2p.New(
+	opts := []libp2p.Option{
 		libp2p.Identity(key),
 		libp2p.ListenAddrs(listen...),
 		libp2p.NoTransports,
@@ -108,7 +109,11 @@ func newHost(c Config, key crypto.PrivKey) (host.Host, network.ResourceManager, 
 		libp2p.ResourceManager(rm),
 		libp2p.ConnectionManager(cm),
 		libp2p.DisableMetrics(),
-	)
+	}
+	if gater != nil {
+		opts = append(opts, libp2p.ConnectionGater(gater))
+	}
+	h, err := libp2p.New(opts...)
 	if err != nil {
 		cm.Close()
 		rm.Close()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -47,6 +48,7 @@ type Node struct {
 	observe      func(Event)
 	perMember    bool
 	attachGate   <-chan struct{}
+	gater        connmgr.ConnectionGater
 
 	trusted  []crypto.PubKey
 	megaMu   sync.Mutex
@@ -184,6 +186,18 @@ func WithAttachGateForTest(gate <-chan struct{}) Option {
 	}
 }
 
+// WithConnectionGater installs a libp2p connection gater on the node's
+// host: the testnet partitions a network with one.
+func WithConnectionGater(g connmgr.ConnectionGater) Option {
+	return func(n *Node) error {
+		if g == nil {
+			return errors.New("WithConnectionGater: nil gater")
+		}
+		n.gater = g
+		return nil
+	}
+}
+
 // WithSeed makes the node's random choices (jitter, candidate order)
 // reproducible: the testnet derives each node's seed from its own.
 func WithSeed(seed uint64) Option {
@@ -262,7 +276,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if n.host, n.rm, err = newHost(n.cfg, n.key); err != nil {
+	if n.host, n.rm, err = newHost(n.cfg, n.key, n.gater); err != nil {
 		return err
 	}
 	n.log = n.log.With("peer", n.host.ID().ShortString())
