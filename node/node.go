@@ -49,6 +49,7 @@ type Node struct {
 	perMember    bool
 	attachGate   <-chan struct{}
 	gater        connmgr.ConnectionGater
+	pinnedReach  *network.Reachability
 
 	trusted  []crypto.PubKey
 	megaMu   sync.Mutex
