@@ -231,7 +231,7 @@ func (c *attacher) run(ctx context.Context) {
 	// Clients that heard the same announcement finish waiting together:
 	// spread the first pass over one RetryBase, so a crowd starting at
 	// once does not arrive as one wave either.
-	if !c.sleep(ctx, backoff.Stagger(c.n.cfg.RetryBase, c.rng)) {
+	if !c.sleep(ctx, c.stagger(c.n.cfg.RetryBase)) {
 		return
 	}
 	reason := pb.AttachRequest_REASON_INITIAL
@@ -275,10 +275,18 @@ func (c *attacher) run(ctx context.Context) {
 			spread = sess.keepalive
 		}
 		sess = nil
-		if !c.sleep(ctx, backoff.Stagger(spread, c.rng)) {
+		if !c.sleep(ctx, c.stagger(spread)) {
 			return
 		}
 	}
+}
+
+// stagger is a random delay within window, or none when jitter is off.
+func (c *attacher) stagger(window time.Duration) time.Duration {
+	if c.n.noJitter {
+		return 0
+	}
+	return backoff.Stagger(window, c.rng)
 }
 
 // waitForRing waits, before the first pass, for the directory to arrive

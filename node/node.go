@@ -49,6 +49,7 @@ type Node struct {
 	perMember    bool
 	attachGate   <-chan struct{}
 	gater        connmgr.ConnectionGater
+	noJitter     bool
 	pinnedReach  *network.Reachability
 
 	trusted  []crypto.PubKey
@@ -163,6 +164,20 @@ func WithRingDebounce(d time.Duration) Option {
 func WithRetryStrategy(f func(*rand.Rand) backoff.Strategy) Option {
 	return func(n *Node) error {
 		n.retryFactory = f
+		return nil
+	}
+}
+
+// WithoutJitterForTest makes the client retry at fixed intervals and skip
+// the stagger of its first pass and of its failovers: the naive policy
+// that the testnet's storm scenario shows failing.
+func WithoutJitterForTest(interval time.Duration) Option {
+	return func(n *Node) error {
+		if interval <= 0 {
+			return fmt.Errorf("WithoutJitterForTest: interval %v must be positive", interval)
+		}
+		n.noJitter = true
+		n.retryFactory = func(*rand.Rand) backoff.Strategy { return backoff.Fixed(interval) }
 		return nil
 	}
 }
