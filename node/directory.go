@@ -200,9 +200,12 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 				connected++
 			}
 		}
-		if connected == 0 {
+		// An ordinary node needs one bootstrap peer; a supernode keeps all
+		// of them, so that two halves of a healed partition find each other
+		// again (the supernode tier is a full mesh anyway).
+		if connected == 0 || (n.announcer != nil && connected < len(n.bootstrap)) {
 			for _, pi := range n.bootstrap {
-				if pi.ID == n.host.ID() {
+				if pi.ID == n.host.ID() || n.host.Network().Connectedness(pi.ID) == network.Connected {
 					continue
 				}
 				dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
