@@ -99,11 +99,15 @@ type Listener struct {
 	m       *messenger
 }
 
-// Close stops the listener.
+// Close stops the listener and closes C once the messages already in it
+// are read. It is idempotent.
 func (l *Listener) Close() {
 	l.m.mu.Lock()
-	delete(l.m.subs, l)
-	l.m.mu.Unlock()
+	defer l.m.mu.Unlock()
+	if _, ok := l.m.subs[l]; ok {
+		delete(l.m.subs, l)
+		close(l.c)
+	}
 }
 
 // Listen returns a listener for inbound direct and group messages. A

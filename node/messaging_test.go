@@ -293,3 +293,22 @@ func TestSlowRecipientDoesNotSlowOthers(t *testing.T) {
 	}
 	t.Logf("fast member: worst latency %v; stalled member: %+v", worst, st)
 }
+
+func TestListenerCloseEndsStream(t *testing.T) {
+	sns := supernodes(t, 1, 10)
+	c := startClient(t, p2pAddr(sns[0]))
+	l, err := c.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l.Close() // idempotent
+	select {
+	case _, ok := <-l.C:
+		if ok {
+			t.Fatal("a closed listener delivered a message")
+		}
+	case <-time.After(time.Second):
+		t.Fatal("Close did not close C")
+	}
+}
