@@ -2,72 +2,161 @@ package testnet
 
 import (
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/protocol"
 )
 
-// Config sizes a network.
+// Config sizes a network and sets its nodes' timing.
 type Config struct {
 	Supernodes int
 	Clients    int
-	// Capacity of each supernode.
-	Capacity int
-	// AnnounceInterval of every node; short intervals make a fast demo.
+	// Megas are operator-seeded mega-supernodes: they run as small regular
+	// supernodes (capacity 1) until PromoteMegas gives them certificates of
+	// MegaCapacity.
+	Megas        int
+	Capacity     int
+	MegaCapacity int
+
 	AnnounceInterval time.Duration
-	// Seed drives every random choice of the network's schedule.
+	Keepalive        time.Duration
+	BusyRetryAfter   time.Duration
+	RetryBase        time.Duration
+	RetryMax         time.Duration
+	ReturnInterval   time.Duration
+	DrainPeriod      time.Duration
+
+	// Seed drives every random choice of the network: identities, the
+	// nodes' jitter, which supernodes a scenario kills.
 	Seed uint64
+	// NoJitter gives the clients the naive retry policy (fixed intervals,
+	// no stagger), to show what the storm scenario guards against.
+	NoJitter bool
 	// Logger receives the nodes' logs (default: discarded).
 	Logger *slog.Logger
 }
 
-// DefaultConfig is the small network of the README's quick start.
+// DefaultConfig is the network of the README's quick start: a few dozen
+// nodes with fast timing, so that every scenario runs in under a minute.
 func DefaultConfig() Config {
-	return Config{Supernodes: 3, Clients: 5, Capacity: 50, AnnounceInterval: time.Second, Seed: 1}
+	return Config{
+		Supernodes: 6, Clients: 30, Megas: 1, Capacity: 10, MegaCapacity: 40,
+		AnnounceInterval: 500 * time.Millisecond,
+		Keepalive:        500 * time.Millisecond,
+		BusyRetryAfter:   500 * time.Millisecond,
+		RetryBase:        250 * time.Millisecond,
+		RetryMax:         2 * time.Second,
+		ReturnInterval:   2 * time.Second,
+		DrainPeriod:      2 * time.Second,
+		Seed:             1,
+	}
 }
 
-// Validate checks the sizes.
+// MaxNodes is the most nodes Validate accepts in one process.
+const MaxNodes = 2000
+
+// Validate checks the sizes; the node settings are checked by each node.
 func (c Config) Validate() error {
 	switch {
 	case c.Supernodes < 1:
 		return fmt.Errorf("testnet: --supernodes %d: need at least 1", c.Supernodes)
 	case c.Clients < 0:
 		return fmt.Errorf("testnet: --clients %d: must not be negative", c.Clients)
-	case c.Supernodes+c.Clients > 2000:
-		return fmt.Errorf("testnet: %d nodes: at most 2000 fit one process on this class of machine", c.Supernodes+c.Clients)
+	case c.Megas < 0:
+		return fmt.Errorf("testnet: --megas %d: must not be negative", c.Megas)
+	case c.Supernodes+c.Clients+c.Megas > MaxNodes:
+		return fmt.Errorf("testnet: %d nodes: at most %d fit one process on this class of machine", c.Supernodes+c.Clients+c.Megas, MaxNodes)
 	case c.Capacity < 1:
 		return fmt.Errorf("testnet: --capacity %d: need at least 1", c.Capacity)
+	case c.Megas > 0 && c.MegaCapacity < 1:
+		return fmt.Errorf("testnet: --mega-capacity %d: need at least 1", c.MegaCapacity)
 	case c.AnnounceInterval < 50*time.Millisecond:
 		return fmt.Errorf("testnet: --interval %v: at least 50ms", c.AnnounceInterval)
 	}
 	return nil
 }
 
-// Network is a running in-process network.
-type Network struct {
-	cfg  Config
-	dir  string
-	rng  *rand.Rand
-	log  *slog.Logger
-	boot string
+// Kinds of member.
+const (
+	KindSupernode = "supernode"
+	KindMega      = "mega"
+	KindClient    = "client"
+)
 
-	mu         sync.Mutex
-	supernodes []*node.Node
-	clients    []*node.Node
-	closed     bool
+// member is one slot of the network: a name and identity that survive
+// restarts, and the node running in it (nil while down).
+type member struct {
+	name string
+	kind string
+	key  crypto.PrivKey
+	seed uint64
+	side int // partition side, 0 or 1
+
+	node *node.Node
+	lis  *node.Listener
+	// refusedBase is the attach refusals of this slot's earlier lives, so
+	// that the network's total never goes backwards.
+	refusedBase uint64
+	lastRefused uint64
 }
 
-// Start starts the supernodes, then the clients, all bootstrapping through
-// the first supernode. On error it closes what it started.
+// Network is a running in-process network.
+type Network struct {
+	cfg   Config
+	dir   string
+	log   *slog.Logger
+	op    crypto.PrivKey
+	opPub string
+	boot  []string
+	gate  *partition
+	t0    time.Time
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	attempts *attemptLog
+	sent     atomic.Uint64
+	deliv    atomic.Uint64
+	dups     atomic.Uint64
+	// groupSeen is each client's last group sequence number, for the
+	// exactly-once-in-order check (guarded by mu).
+	groupSeen map[string]seqPos
+	outOfOrd  atomic.Uint64
+
+	mu      sync.Mutex
+	members []*member
+	started []*node.Node // every node ever started, for Close
+	serial  uint64
+	wg      sync.WaitGroup
+	closed  bool
+}
+
+// seqPos is a position in a group's sequence: a new epoch (the group's
+// home moved) starts its numbering again.
+type seqPos struct{ epoch, seq uint64 }
+
+// GroupName is the group every client of a scenario joins.
+const GroupName = "testnet"
+
+// Start starts the supernodes and megas, then the clients, all
+// bootstrapping through the first supernode of each partition side. On
+// error it closes what it started.
 func Start(ctx context.Context, cfg Config) (*Network, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -76,73 +165,234 @@ func Start(ctx context.Context, cfg Config) (*Network, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Network{cfg: cfg, dir: dir, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)), log: cfg.Logger}
+	n := &Network{cfg: cfg, dir: dir, log: cfg.Logger, gate: newPartition(), t0: time.Now(),
+		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
+		attempts: &attemptLog{}, groupSeen: map[string]seqPos{}}
 	if n.log == nil {
 		n.log = slog.New(slog.DiscardHandler)
 	}
+	if n.op, err = deriveKey(cfg.Seed, "operator", 0); err != nil {
+		return nil, err
+	}
+	if n.opPub, err = protocol.EncodeKey(n.op.GetPublic()); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*Network, error) {
+		n.Close()
+		return nil, err
+	}
 	for i := range cfg.Supernodes {
-		nd, err := n.startNode(ctx, node.RoleSupernode, fmt.Sprintf("sn%d", i))
+		m, err := n.newMember(KindSupernode, i, cfg.Supernodes)
 		if err != nil {
-			n.Close()
-			return nil, err
+			return fail(err)
 		}
-		n.supernodes = append(n.supernodes, nd)
-		if i == 0 {
-			n.boot = fmt.Sprintf("%s/p2p/%s", nd.Host().Addrs()[0], nd.ID())
+		if err := n.startMember(ctx, m, nil); err != nil {
+			return fail(err)
+		}
+		// The first supernode of each side is everyone's bootstrap peer.
+		if i == 0 || i == cfg.Supernodes/2 && cfg.Supernodes > 1 {
+			n.boot = append(n.boot, fmt.Sprintf("%s/p2p/%s", m.node.Host().Addrs()[0], m.node.ID()))
 		}
 	}
-	for i := range cfg.Clients {
-		nd, err := n.startNode(ctx, node.RoleOrdinary, fmt.Sprintf("c%d", i))
+	for i := range cfg.Megas {
+		m, err := n.newMember(KindMega, i, cfg.Megas)
 		if err != nil {
-			n.Close()
-			return nil, err
+			return fail(err)
 		}
-		n.clients = append(n.clients, nd)
+		if err := n.startMember(ctx, m, nil); err != nil {
+			return fail(err)
+		}
+	}
+	if err := n.startClients(ctx, 0, cfg.Clients, nil); err != nil {
+		return fail(err)
 	}
 	return n, nil
 }
 
-func (n *Network) startNode(ctx context.Context, role node.Role, name string) (*node.Node, error) {
-	c := node.DefaultConfig()
-	c.DataDir = filepath.Join(n.dir, name)
-	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	c.Role = role
-	c.Capacity = n.cfg.Capacity
-	c.AnnounceInterval = n.cfg.AnnounceInterval
-	c.APIListen = node.APIOff
-	if n.boot != "" {
-		c.Bootstrap = []string{n.boot}
-	}
-	nd, err := node.New(c, node.WithLogger(n.log.With("node", name)))
+// deriveKey derives identity i of kind from seed, so a seed names a
+// network's peer IDs, hence its ring and home clusters.
+func deriveKey(seed uint64, kind string, i int) (crypto.PrivKey, error) {
+	h := sha256.Sum256(fmt.Appendf(nil, "overlayd-testnet/%d/%s/%d", seed, kind, i))
+	return crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(h[:]))
+}
+
+// newMember makes slot i of kind (of total) and registers it.
+func (n *Network) newMember(kind string, i, total int) (*member, error) {
+	key, err := deriveKey(n.cfg.Seed, kind, i)
 	if err != nil {
 		return nil, err
 	}
-	if err := nd.Start(ctx); err != nil {
-		nd.Close()
-		return nil, fmt.Errorf("start %s: %w", name, err)
+	name := map[string]string{KindSupernode: "sn", KindMega: "mega", KindClient: "c"}[kind] + fmt.Sprint(i)
+	side := 0
+	if i >= (total+1)/2 && total > 1 {
+		side = 1
 	}
-	return nd, nil
+	m := &member{name: name, kind: kind, key: key, seed: n.cfg.Seed ^ uint64(len(kind))<<56 ^ uint64(i), side: side}
+	n.mu.Lock()
+	n.members = append(n.members, m)
+	n.mu.Unlock()
+	return m, nil
+}
+
+// startClients starts clients first..first+count-1 in parallel.
+func (n *Network) startClients(ctx context.Context, first, count int, gate <-chan struct{}) error {
+	errs := make([]error, count)
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := range count {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			m, err := n.newMember(KindClient, first+i, first+count)
+			if err == nil {
+				err = n.startMember(ctx, m, gate)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (n *Network) config(m *member) node.Config {
+	c := node.DefaultConfig()
+	c.DataDir = filepath.Join(n.dir, m.name) // unused: identities are injected and the API is off
+	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	c.APIListen = node.APIOff
+	c.Role = node.RoleOrdinary
+	c.Capacity = 0
+	switch m.kind {
+	case KindSupernode:
+		c.Role, c.Capacity = node.RoleSupernode, n.cfg.Capacity
+	case KindMega:
+		c.Role, c.Capacity = node.RoleSupernode, 1
+	}
+	c.AnnounceInterval = n.cfg.AnnounceInterval
+	setIf := func(dst *time.Duration, v time.Duration) {
+		if v > 0 {
+			*dst = v
+		}
+	}
+	setIf(&c.Keepalive, n.cfg.Keepalive)
+	setIf(&c.BusyRetryAfter, n.cfg.BusyRetryAfter)
+	setIf(&c.RetryBase, n.cfg.RetryBase)
+	setIf(&c.RetryMax, n.cfg.RetryMax)
+	setIf(&c.ReturnInterval, n.cfg.ReturnInterval)
+	setIf(&c.DrainPeriod, n.cfg.DrainPeriod)
+	c.OperatorPubkeys = []string{n.opPub}
+	c.Bootstrap = slices.Clone(n.boot)
+	return c
+}
+
+// startMember starts the node of slot m; a client joins GroupName and
+// counts what it receives. gate, if not nil, holds a client's first attach.
+func (n *Network) startMember(ctx context.Context, m *member, gate <-chan struct{}) error {
+	opts := []node.Option{
+		node.WithIdentity(m.key),
+		node.WithSeed(m.seed),
+		node.WithLogger(n.log.With("node", m.name)),
+		node.WithConnectionGater(n.gate.gaterFor(m)),
+	}
+	if m.kind == KindClient {
+		opts = append(opts, node.WithObserver(n.attempts.observe))
+		if n.cfg.NoJitter {
+			opts = append(opts, node.WithoutJitterForTest(max(n.cfg.RetryBase, 10*time.Millisecond)))
+		}
+		if gate != nil {
+			opts = append(opts, node.WithAttachGateForTest(gate))
+		}
+	}
+	nd, err := node.New(n.config(m), opts...)
+	if err != nil {
+		return fmt.Errorf("%s: %w", m.name, err)
+	}
+	n.mu.Lock()
+	n.started = append(n.started, nd)
+	n.mu.Unlock()
+	if err := nd.Start(ctx); err != nil {
+		return fmt.Errorf("start %s: %w", m.name, err)
+	}
+	n.gate.register(nd.ID(), m.side)
+	var lis *node.Listener
+	if m.kind == KindClient {
+		if lis, err = nd.Listen(); err != nil {
+			return fmt.Errorf("%s: listen: %w", m.name, err)
+		}
+		if err := nd.JoinGroup(GroupName); err != nil {
+			return fmt.Errorf("%s: join: %w", m.name, err)
+		}
+	}
+	n.mu.Lock()
+	m.node, m.lis = nd, lis
+	n.mu.Unlock()
+	if lis != nil {
+		n.wg.Go(func() { n.count(m.name, lis) })
+	}
+	return nil
+}
+
+// count counts the deliveries of one client's listener until it closes.
+func (n *Network) count(name string, l *node.Listener) {
+	for in := range l.C {
+		switch in.Kind {
+		case "group":
+			n.mu.Lock()
+			last := n.groupSeen[name]
+			switch {
+			case in.Epoch > last.epoch || in.Epoch == last.epoch && in.Seq > last.seq:
+				n.groupSeen[name] = seqPos{in.Epoch, in.Seq}
+			case in.Epoch == last.epoch && in.Seq == last.seq:
+				n.dups.Add(1)
+			default:
+				n.outOfOrd.Add(1)
+			}
+			n.mu.Unlock()
+			n.deliv.Add(1)
+		case "direct":
+			n.deliv.Add(1)
+		}
+	}
 }
 
 // Seed returns the network's seed.
 func (n *Network) Seed() uint64 { return n.cfg.Seed }
 
-// Supernodes returns the supernodes, stopped ones included.
-func (n *Network) Supernodes() []*node.Node {
+// Config returns the network's configuration.
+func (n *Network) Config() Config { return n.cfg }
+
+// live returns the running nodes of the given kinds, in slot order.
+func (n *Network) live(kinds ...string) []*node.Node {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return append([]*node.Node(nil), n.supernodes...)
+	var out []*node.Node
+	for _, m := range n.members {
+		if m.node != nil && slices.Contains(kinds, m.kind) {
+			out = append(out, m.node)
+		}
+	}
+	return out
 }
 
-// Clients returns the ordinary nodes.
-func (n *Network) Clients() []*node.Node {
+// Supernodes returns the running supernodes, megas included.
+func (n *Network) Supernodes() []*node.Node { return n.live(KindSupernode, KindMega) }
+
+// Clients returns the running ordinary nodes.
+func (n *Network) Clients() []*node.Node { return n.live(KindClient) }
+
+// All returns every running node, supernodes first.
+func (n *Network) All() []*node.Node { return n.live(KindSupernode, KindMega, KindClient) }
+
+// Name returns the testnet's name of a node (sn0, mega0, c3).
+func (n *Network) Name(nd *node.Node) string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return append([]*node.Node(nil), n.clients...)
+	for _, m := range n.members {
+		if m.node == nd {
+			return m.name
+		}
+	}
+	return "?"
 }
-
-// All returns every node, supernodes first.
-func (n *Network) All() []*node.Node { return append(n.Supernodes(), n.Clients()...) }
 
 // Converged reports whether every node's directory holds exactly the given
 // supernodes.
@@ -161,45 +411,43 @@ func Converged(nodes []*node.Node, supers []peer.ID) bool {
 	return true
 }
 
-// WaitConverged waits until every node's directory lists every supernode
-// and every node's ring has the same version, calling progress (if not nil)
-// with the number of complete directories whenever it changes.
+// WaitConverged waits until every node's directory lists every running
+// supernode and every node's ring has the same version, calling progress
+// (if not nil) with the number of complete directories whenever it changes.
 func (n *Network) WaitConverged(ctx context.Context, progress func(complete, total int)) error {
-	var ids []peer.ID
-	for _, s := range n.Supernodes() {
-		ids = append(ids, s.ID())
-	}
-	all := n.All()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
 	last := -1
-	for {
-		complete := 0
+	complete, total := 0, 0
+	err := poll(ctx, 10*time.Millisecond, func() bool {
+		var ids []peer.ID
+		for _, s := range n.Supernodes() {
+			ids = append(ids, s.ID())
+		}
+		all := n.All()
+		complete, total = 0, len(all)
 		for _, nd := range all {
 			if Converged([]*node.Node{nd}, ids) {
 				complete++
 			}
 		}
 		if progress != nil && complete != last {
-			progress(complete, len(all))
+			progress(complete, total)
 			last = complete
 		}
-		if complete == len(all) && ringsAgree(all, len(ids)) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("network did not converge: %d of %d directories complete: %w", complete, len(all), ctx.Err())
-		case <-tick.C:
-		}
+		return complete == total && RingsAgree(all)
+	})
+	if err != nil {
+		return fmt.Errorf("network did not converge: %d of %d directories complete: %w", complete, total, err)
 	}
+	return nil
 }
 
-func ringsAgree(all []*node.Node, members int) bool {
+// RingsAgree reports whether every node has a ring and all have the same
+// version.
+func RingsAgree(all []*node.Node) bool {
 	var v string
 	for _, nd := range all {
 		r := nd.Ring()
-		if r == nil || r.Len() != members {
+		if r == nil {
 			return false
 		}
 		if v == "" {
@@ -211,7 +459,343 @@ func ringsAgree(all []*node.Node, members int) bool {
 	return true
 }
 
-// Close stops every node and removes the network's files.
+// Attached counts the running clients with a session on a running
+// supernode (a client of a crashed supernode counts as detached at once,
+// before it notices).
+func (n *Network) Attached() (attached, total int) {
+	live := n.liveSupernodeIDs()
+	for _, c := range n.Clients() {
+		total++
+		if a := c.Status().Attachment; a != nil && live[a.Supernode] {
+			attached++
+		}
+	}
+	return attached, total
+}
+
+// liveSupernodeIDs returns the running supernodes' peer IDs.
+func (n *Network) liveSupernodeIDs() map[string]bool {
+	live := map[string]bool{}
+	for _, s := range n.Supernodes() {
+		live[s.ID().String()] = true
+	}
+	return live
+}
+
+// WaitAttached waits until every running ordinary node is attached to a
+// supernode, calling progress (if not nil) when the count changes.
+func (n *Network) WaitAttached(ctx context.Context, progress func(attached, total int)) error {
+	last := -1
+	attached, total := 0, 0
+	err := poll(ctx, 10*time.Millisecond, func() bool {
+		attached, total = n.Attached()
+		if progress != nil && attached != last {
+			progress(attached, total)
+			last = attached
+		}
+		return attached == total
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d clients attached: %w", attached, total, err)
+	}
+	return nil
+}
+
+// poll calls cond every tick until it holds or ctx ends.
+func poll(ctx context.Context, tick time.Duration, cond func() bool) error {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// pick returns k distinct indexes of [0, n) chosen by the network's seed.
+func (n *Network) pick(k, total int) []int {
+	n.rngMu.Lock()
+	defer n.rngMu.Unlock()
+	p := n.rng.Perm(total)[:k]
+	slices.Sort(p)
+	return p
+}
+
+// membersOf returns the slots of a kind, in order.
+func (n *Network) membersOf(kind string, running bool) []*member {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []*member
+	for _, m := range n.members {
+		if m.kind == kind && (m.node != nil) == running {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// KillSupernodes crashes a fraction of the running regular supernodes at
+// once (no departure announcement; their clients find out by silence) and
+// returns their names. The first supernode, everyone's bootstrap peer, is
+// never killed.
+func (n *Network) KillSupernodes(frac float64) []string {
+	var cands []*member
+	for _, m := range n.membersOf(KindSupernode, true) {
+		if m.name != "sn0" {
+			cands = append(cands, m)
+		}
+	}
+	k := min(len(cands), max(1, int(math.Round(frac*float64(len(cands)+1)))))
+	var victims []*member
+	for _, i := range n.pick(k, len(cands)) {
+		victims = append(victims, cands[i])
+	}
+	return n.stop(victims, true)
+}
+
+// stop stops the nodes of ms concurrently, abruptly or gracefully.
+func (n *Network) stop(ms []*member, abrupt bool) []string {
+	var names []string
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		n.mu.Lock()
+		nd, lis := m.node, m.lis
+		m.node, m.lis = nil, nil
+		m.refusedBase += m.lastRefused
+		m.lastRefused = 0
+		n.mu.Unlock()
+		if nd == nil {
+			continue
+		}
+		names = append(names, m.name)
+		wg.Go(func() {
+			if lis != nil {
+				lis.Close()
+			}
+			if abrupt {
+				_ = nd.CloseAbruptlyForTest()
+			} else {
+				_ = nd.Close()
+			}
+		})
+	}
+	wg.Wait()
+	return names
+}
+
+// RestartSupernodes starts every stopped supernode again with its identity.
+func (n *Network) RestartSupernodes(ctx context.Context) ([]string, error) {
+	var names []string
+	var errs []error
+	for _, m := range n.membersOf(KindSupernode, false) {
+		if err := n.startMember(ctx, m, nil); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		names = append(names, m.name)
+	}
+	return names, errors.Join(errs...)
+}
+
+// AddClients starts k new clients.
+func (n *Network) AddClients(ctx context.Context, k int) error {
+	n.mu.Lock()
+	first := 0
+	for _, m := range n.members {
+		if m.kind == KindClient {
+			first++
+		}
+	}
+	n.mu.Unlock()
+	return n.startClients(ctx, first, k, nil)
+}
+
+// RemoveClients stops k running clients chosen by the seed, gracefully,
+// and returns their names.
+func (n *Network) RemoveClients(k int) []string {
+	live := n.membersOf(KindClient, true)
+	k = min(k, len(live))
+	var victims []*member
+	for _, i := range n.pick(k, len(live)) {
+		victims = append(victims, live[i])
+	}
+	return n.stop(victims, false)
+}
+
+// Storm makes every client drop its session and reconnect in the same
+// instant: each stops (detaching), restarts with its identity and waits
+// at a gate, and the gate opens once all are up. It returns the moment
+// the gate opened.
+func (n *Network) Storm(ctx context.Context) (time.Time, error) {
+	live := n.membersOf(KindClient, true)
+	n.stop(live, false)
+	gate := make(chan struct{})
+	errs := make([]error, len(live))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i, m := range live {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = n.startMember(ctx, m, gate)
+		})
+	}
+	wg.Wait()
+	opened := time.Now()
+	close(gate)
+	return opened, errors.Join(errs...)
+}
+
+// PromoteMegas gives every mega-supernode an operator certificate of
+// MegaCapacity, valid for an hour, and returns their names.
+func (n *Network) PromoteMegas(ctx context.Context) ([]string, error) {
+	var names []string
+	var errs []error
+	for _, m := range n.membersOf(KindMega, true) {
+		n.mu.Lock()
+		n.serial++
+		serial := n.serial
+		n.mu.Unlock()
+		now := time.Now()
+		raw, err := protocol.SealMegaCert(protocol.MegaCert{Subject: m.node.ID(), Capacity: uint32(n.cfg.MegaCapacity),
+			NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour), Serial: serial}, n.op)
+		if err == nil {
+			_, err = m.node.Promote(ctx, raw)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("promote %s: %w", m.name, err))
+			continue
+		}
+		names = append(names, m.name)
+	}
+	return names, errors.Join(errs...)
+}
+
+// DemoteMegas returns the megas to regular supernodes; they hand their
+// clients back over DrainPeriod.
+func (n *Network) DemoteMegas(ctx context.Context) ([]string, error) {
+	var names []string
+	var errs []error
+	for _, m := range n.membersOf(KindMega, true) {
+		if _, ok := m.node.MegaCert(); !ok {
+			continue
+		}
+		if err := m.node.Demote(ctx, "testnet: the regular supernodes are back"); err != nil {
+			errs = append(errs, fmt.Errorf("demote %s: %w", m.name, err))
+			continue
+		}
+		names = append(names, m.name)
+	}
+	return names, errors.Join(errs...)
+}
+
+// Partition splits the network in two: the first half of the supernodes,
+// megas and clients on one side, the rest on the other. Connections across
+// are closed and refused until Heal.
+func (n *Network) Partition() {
+	n.gate.set(true)
+	for _, nd := range n.All() {
+		for _, p := range nd.Host().Network().Peers() {
+			if !n.gate.allowed(nd.ID(), p) {
+				_ = nd.Host().Network().ClosePeer(p)
+			}
+		}
+	}
+}
+
+// Heal ends the partition.
+func (n *Network) Heal() { n.gate.set(false) }
+
+// Side returns the partition side of a node.
+func (n *Network) Side(nd *node.Node) int { return n.gate.side(nd.ID()) }
+
+// Publish publishes one group message from a running client chosen by the
+// seed; it returns how many deliveries it should produce (the members the
+// home knows).
+func (n *Network) Publish(ctx context.Context, text string) error {
+	live := n.membersOf(KindClient, true)
+	if len(live) == 0 {
+		return errors.New("testnet: no client to publish from")
+	}
+	from := live[n.pick(1, len(live))[0]].node
+	if _, err := from.Publish(ctx, GroupName, []byte(text)); err != nil {
+		return err
+	}
+	n.sent.Add(1)
+	return nil
+}
+
+// SendDirect sends one direct message between two running clients chosen
+// by the seed and waits for its acknowledgement.
+func (n *Network) SendDirect(ctx context.Context, text string) error {
+	live := n.membersOf(KindClient, true)
+	if len(live) < 2 {
+		return errors.New("testnet: need two clients for a direct message")
+	}
+	p := n.pick(2, len(live))
+	if _, err := live[p[0]].node.Send(ctx, live[p[1]].node.ID(), []byte(text)); err != nil {
+		return err
+	}
+	n.sent.Add(1)
+	return nil
+}
+
+// Counters are the network's message counters.
+type Counters struct {
+	Sent, Delivered, Duplicates, OutOfOrder uint64
+}
+
+// Counters returns the message counters.
+func (n *Network) Counters() Counters {
+	return Counters{Sent: n.sent.Load(), Delivered: n.deliv.Load(), Duplicates: n.dups.Load(), OutOfOrder: n.outOfOrd.Load()}
+}
+
+// Sample reads the network's state now; t is seconds since start.
+func (n *Network) Sample() Sample {
+	s := Sample{T: time.Since(n.t0).Seconds(), Sent: n.sent.Load(), Delivered: n.deliv.Load()}
+	live := n.liveSupernodeIDs()
+	n.mu.Lock()
+	ms := slices.Clone(n.members)
+	n.mu.Unlock()
+	for _, m := range ms {
+		n.mu.Lock()
+		nd := m.node
+		n.mu.Unlock()
+		if nd == nil {
+			if m.kind != KindClient {
+				s.Refusals += m.refusedBase
+			}
+			continue
+		}
+		st := nd.Status()
+		if m.kind == KindClient {
+			s.Clients++
+			if a := st.Attachment; a != nil && live[a.Supernode] {
+				s.Attached++
+			}
+			continue
+		}
+		s.Supernodes++
+		var refused uint64
+		for _, sem := range st.Semaphores {
+			if sem.Name == "attached" {
+				refused = sem.Refused
+			}
+		}
+		n.mu.Lock()
+		m.lastRefused = refused
+		n.mu.Unlock()
+		s.Refusals += m.refusedBase + refused
+		s.Load = append(s.Load, Load{Name: m.name, Attached: st.AttachedClients, Capacity: st.Capacity, Mega: st.Mega != nil})
+	}
+	return s
+}
+
+// Close stops every node, clients first (so they do not fail over while
+// the supernodes stop), and removes the network's files.
 func (n *Network) Close() error {
 	n.mu.Lock()
 	if n.closed {
@@ -219,43 +803,39 @@ func (n *Network) Close() error {
 		return nil
 	}
 	n.closed = true
-	nodes := append(append([]*node.Node(nil), n.clients...), n.supernodes...)
-	n.mu.Unlock()
-	var wg sync.WaitGroup
-	errs := make([]error, len(nodes))
-	for i, nd := range nodes {
-		wg.Go(func() { errs[i] = nd.Close() })
+	started := n.started
+	clients := map[*node.Node]bool{}
+	var lis []*node.Listener
+	for _, m := range n.members {
+		if m.kind == KindClient && m.node != nil {
+			clients[m.node] = true
+		}
+		if m.lis != nil {
+			lis = append(lis, m.lis)
+		}
 	}
-	wg.Wait()
-	errs = append(errs, os.RemoveAll(n.dir))
-	return errors.Join(errs...)
-}
-
-// WaitAttached waits until every ordinary node is attached to a supernode,
-// calling progress (if not nil) when the count changes.
-func (n *Network) WaitAttached(ctx context.Context, progress func(attached, total int)) error {
-	clients := n.Clients()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	last := -1
-	for {
-		attached := 0
-		for _, c := range clients {
-			if c.Status().Attachment != nil {
-				attached++
+	n.mu.Unlock()
+	for _, l := range lis {
+		l.Close()
+	}
+	var mu sync.Mutex
+	var errs []error
+	for _, first := range []bool{true, false} {
+		var wg sync.WaitGroup
+		for _, nd := range started {
+			if clients[nd] == first {
+				wg.Go(func() {
+					if err := nd.Close(); err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+					}
+				})
 			}
 		}
-		if progress != nil && attached != last {
-			progress(attached, len(clients))
-			last = attached
-		}
-		if attached == len(clients) {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d of %d clients attached: %w", attached, len(clients), ctx.Err())
-		case <-tick.C:
-		}
+		wg.Wait()
 	}
+	n.wg.Wait()
+	errs = append(errs, os.RemoveAll(n.dir))
+	return errors.Join(errs...)
 }

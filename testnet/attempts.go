@@ -1,0 +1,65 @@
+package testnet
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/overlayd/overlayd/node"
+)
+
+// attemptLog records the time and outcome of every client attach attempt,
+// for the storm scenario's peak-window and answered-refusal figures.
+type attemptLog struct {
+	mu  sync.Mutex
+	all []attempt
+}
+
+type attempt struct {
+	t      time.Time
+	failed bool // no answer: a stream or connection error
+}
+
+func (a *attemptLog) observe(e node.Event) {
+	if e.Kind != node.EventAttempt {
+		return
+	}
+	a.mu.Lock()
+	// The attempt began Latency before its answer.
+	a.all = append(a.all, attempt{t: e.Time.Add(-e.Latency), failed: e.Result == "error"})
+	a.mu.Unlock()
+}
+
+// attemptStats summarises the attempts of a period.
+type attemptStats struct {
+	Attempts, Failed int
+	// Peak is the most attempts in any window of the given length.
+	Peak int
+}
+
+// since summarises the attempts from t on, with the peak in windows of w.
+func (a *attemptLog) since(t time.Time, w time.Duration) attemptStats {
+	a.mu.Lock()
+	var ts []time.Time
+	var s attemptStats
+	for _, at := range a.all {
+		if at.t.Before(t) {
+			continue
+		}
+		ts = append(ts, at.t)
+		if at.failed {
+			s.Failed++
+		}
+	}
+	a.mu.Unlock()
+	s.Attempts = len(ts)
+	slices.SortFunc(ts, func(x, y time.Time) int { return x.Compare(y) })
+	lo := 0
+	for hi := range ts {
+		for ts[hi].Sub(ts[lo]) >= w {
+			lo++
+		}
+		s.Peak = max(s.Peak, hi-lo+1)
+	}
+	return s
+}
