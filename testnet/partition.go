@@ -65,7 +65,7 @@ func (g *gater) ok(remote peer.ID) bool {
 	return !known || g.p.allowed(self, remote)
 }
 
-func (g *gater) InterceptPeerDial(p peer.ID) bool                { return g.ok(p) }
+func (g *gater) InterceptPeerDial(p peer.ID) bool                 { return g.ok(p) }
 func (g *gater) InterceptAddrDial(p peer.ID, _ ma.Multiaddr) bool { return g.ok(p) }
 func (g *gater) InterceptAccept(network.ConnMultiaddrs) bool      { return true }
 func (g *gater) InterceptSecured(_ network.Direction, p peer.ID, _ network.ConnMultiaddrs) bool {

@@ -339,7 +339,9 @@ func (n *Network) count(name string, l *node.Listener) {
 			n.mu.Lock()
 			last := n.groupSeen[name]
 			switch {
-			case in.Epoch > last.epoch || in.Epoch == last.epoch && in.Seq > last.seq:
+			// An epoch names one home's numbering (a moved home starts
+			// again); order is checked within an epoch.
+			case in.Epoch != last.epoch || in.Seq > last.seq:
 				n.groupSeen[name] = seqPos{in.Epoch, in.Seq}
 			case in.Epoch == last.epoch && in.Seq == last.seq:
 				n.dups.Add(1)
