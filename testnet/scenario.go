@@ -261,6 +261,14 @@ func (r *Run) form(limit time.Duration) {
 	}
 	took := time.Since(t0)
 	r.Figure("form_seconds", took.Seconds())
+	// The process holds nothing but the network: its heap is the nodes'.
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	nodes := len(r.Net.All())
+	r.Figure("heap_mib_formed", float64(ms.HeapInuse)/(1<<20))
+	r.Figure("heap_kib_per_node_formed", float64(ms.HeapInuse)/1024/float64(max(1, nodes)))
+	r.Figure("goroutines_formed", float64(runtime.NumGoroutine()))
 	a, tot := r.Net.Attached()
 	r.Check("network formed", fmt.Sprintf("every directory complete, rings agree, all clients attached within %v", limit),
 		fmt.Sprintf("%d/%d attached after %v", a, tot, took.Round(10*time.Millisecond)), err == nil)

@@ -8,7 +8,7 @@ import (
 
 func TestDefaultNetworkConverges(t *testing.T) {
 	cfg := DefaultConfig()
-	cfg.AnnounceInterval = 300 * time.Millisecond
+	cfg.Supernodes, cfg.Clients, cfg.Megas = 3, 5, 0
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	n, err := Start(ctx, cfg)
@@ -17,6 +17,9 @@ func TestDefaultNetworkConverges(t *testing.T) {
 	}
 	defer n.Close()
 	if err := n.WaitConverged(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.WaitAttached(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(n.All()); got != cfg.Supernodes+cfg.Clients {
