@@ -277,16 +277,35 @@ func TestOperatorCommands(t *testing.T) {
 	}
 }
 
-// TestTestnetTour runs the README's main command (with a shorter interval)
-// and checks it shows the whole system working.
+// TestTestnetTour runs the README's main command and checks it shows the
+// whole system working and writes a report.
 func TestTestnetTour(t *testing.T) {
-	out, stderr, code := runBin(t, nil, "testnet", "run", "--interval", "300ms")
+	dir := t.TempDir()
+	out, stderr, code := runBin(t, nil, "testnet", "run", "--report", dir)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", code, out, stderr)
 	}
-	for _, want := range []string{"converged in", "5/5 ordinary nodes attached", "delivered and acknowledged", "every member received it"} {
+	for _, want := range []string{"scenario tour, seed 1", "PASS  network formed", "PASS  messages delivered after the outage",
+		"kill sn", "restart sn", "scenario tour PASSED", "report.json"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("output lacks %q:\n%s", want, out)
 		}
+	}
+	for _, f := range []string{"report.json", "report.md", "attached.png"} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("report file %s: %v", f, err)
+		}
+	}
+}
+
+// TestTestnetFailsItsCriteria: a scenario whose criterion fails exits 1 and
+// says which; a bad scenario name is a usage error.
+func TestTestnetFailsItsCriteria(t *testing.T) {
+	out, stderr, code := runBin(t, nil, "testnet", "run", "--scenario", "storm", "--no-jitter", "--supernodes", "4", "--clients", "16", "--capacity", "6")
+	if code != 1 || !strings.Contains(out, "FAIL  reconnect wave spread") || !strings.Contains(stderr, "pass criterion failed") {
+		t.Fatalf("storm without jitter: exit %d\n%s\n%s", code, out, stderr)
+	}
+	if _, stderr, code := runBin(t, nil, "testnet", "run", "--scenario", "banana"); code != 2 || !strings.Contains(stderr, "--scenario") {
+		t.Fatalf("bad scenario: exit %d %s", code, stderr)
 	}
 }

@@ -2,170 +2,206 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
+	"sync"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/testnet"
 )
 
 func testnetCommand() *cli.Command {
 	d := testnet.DefaultConfig()
+	var names []string
+	for _, s := range testnet.Scenarios() {
+		names = append(names, fmt.Sprintf("  %-10s %s", s.Name, s.Summary))
+	}
 	return &cli.Command{
 		Name:  "testnet",
 		Usage: "local test networks",
 		Subcommands: []*cli.Command{{
 			Name:  "run",
-			Usage: "start an in-process network on 127.0.0.1, show it forming, print every directory, stop",
+			Usage: "run a scenario on an in-process network on 127.0.0.1 and check its pass criteria",
+			Description: "Starts supernodes, mega-supernodes and ordinary nodes as real libp2p hosts in this\n" +
+				"process, runs a scenario on them and checks its pass criteria; exits 1 if one fails.\n" +
+				"The same --seed gives the same identities and the same schedule.\n\nScenarios:\n" +
+				strings.Join(names, "\n"),
 			Flags: []cli.Flag{
-				&cli.IntFlag{Name: "supernodes", Usage: "supernodes to start", Value: d.Supernodes},
+				&cli.StringFlag{Name: "scenario", Usage: "scenario to run: " + strings.Join(testnet.ScenarioNames(), ", "), Value: "tour"},
+				&cli.IntFlag{Name: "supernodes", Usage: "regular supernodes to start", Value: d.Supernodes},
 				&cli.IntFlag{Name: "clients", Usage: "ordinary nodes to start", Value: d.Clients},
+				&cli.IntFlag{Name: "megas", Usage: "operator-seeded mega-supernodes to start", Value: d.Megas},
 				&cli.IntFlag{Name: "capacity", Usage: "capacity of each supernode", Value: d.Capacity},
+				&cli.IntFlag{Name: "mega-capacity", Usage: "capacity in the mega-supernodes' certificates", Value: d.MegaCapacity},
 				&cli.DurationFlag{Name: "interval", Usage: "announce interval", Value: d.AnnounceInterval},
-				&cli.Uint64Flag{Name: "seed", Usage: "seed of the network's random choices", Value: d.Seed},
-				&cli.DurationFlag{Name: "timeout", Usage: "give up if the network has not formed by then", Value: time.Minute},
+				&cli.DurationFlag{Name: "keepalive", Usage: "session keepalive interval", Value: d.Keepalive},
+				&cli.Uint64Flag{Name: "seed", Usage: "seed of the network's identities and random choices", Value: d.Seed},
+				&cli.StringFlag{Name: "report", Usage: "write report.json, plots and report.md into this directory"},
+				&cli.BoolFlag{Name: "no-jitter", Usage: "give the clients the naive retry policy (fixed intervals, no stagger)"},
+				&cli.DurationFlag{Name: "timeout", Usage: "give up after this long", Value: 5 * time.Minute},
 			},
 			Action: func(c *cli.Context) error {
-				cfg := testnet.Config{
-					Supernodes:       c.Int("supernodes"),
-					Clients:          c.Int("clients"),
-					Capacity:         c.Int("capacity"),
-					AnnounceInterval: c.Duration("interval"),
-					Seed:             c.Uint64("seed"),
+				if c.NArg() > 0 {
+					return usageError{fmt.Errorf("testnet run: unexpected argument %q", c.Args().First())}
 				}
+				cfg := d
+				cfg.Supernodes = c.Int("supernodes")
+				cfg.Clients = c.Int("clients")
+				cfg.Megas = c.Int("megas")
+				cfg.Capacity = c.Int("capacity")
+				cfg.MegaCapacity = c.Int("mega-capacity")
+				cfg.AnnounceInterval = c.Duration("interval")
+				cfg.Keepalive = c.Duration("keepalive")
+				cfg.Seed = c.Uint64("seed")
+				cfg.NoJitter = c.Bool("no-jitter")
 				if err := cfg.Validate(); err != nil {
 					return usageError{err}
+				}
+				if _, err := testnet.FindScenario(c.String("scenario")); err != nil {
+					return usageError{fmt.Errorf("--scenario: %w", err)}
 				}
 				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
 				ctx, cancel := context.WithTimeout(ctx, c.Duration("timeout"))
 				defer cancel()
-				return tour(ctx, c.App.Writer, cfg)
+				return runScenario(ctx, c.App.Writer, testnet.RunConfig{Config: cfg, Scenario: c.String("scenario"), Version: binVersion()},
+					c.String("report"), isTerminal(c.App.Writer))
 			},
 		}},
 	}
 }
 
-// tour starts a network, shows it converging and prints what each node sees.
-func tour(ctx context.Context, w io.Writer, cfg testnet.Config) error {
-	fmt.Fprintf(w, "testnet: seed %d, %d supernodes (capacity %d) and %d ordinary nodes on 127.0.0.1, announce interval %v\n",
-		cfg.Seed, cfg.Supernodes, cfg.Capacity, cfg.Clients, cfg.AnnounceInterval)
-	start := time.Now()
-	net, err := testnet.Start(ctx, cfg)
-	if err != nil {
-		return err
+// binVersion is the binary's module version.
+func binVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
 	}
-	defer net.Close()
-	fmt.Fprintf(w, "started %d nodes in %v\n", len(net.All()), time.Since(start).Round(time.Millisecond))
-	err = net.WaitConverged(ctx, func(complete, total int) {
-		fmt.Fprintf(w, "  %6.2fs  %d/%d nodes see every supernode\n", time.Since(start).Seconds(), complete, total)
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "converged in %v: every node lists all %d supernodes and agrees on the ring\n\n",
-		time.Since(start).Round(time.Millisecond), cfg.Supernodes)
-	for i, nd := range net.All() {
-		role := "ordinary"
-		if i < cfg.Supernodes {
-			role = "supernode"
-		}
-		st := nd.Status()
-		fmt.Fprintf(w, "== %s %s: %d peers, ring %s\n", role, st.PeerID, st.ConnectedPeers, orDash(st.RingVersion))
-		writeSupernodes(w, nd.Supernodes())
-		fmt.Fprintln(w)
-	}
-	r := net.All()[0].RingInfo()
-	fmt.Fprintf(w, "ring: %d members, %d points, CV %.2f%%\n\n", r.Members, r.Points, 100*r.CV)
-
-	if len(net.Clients()) == 0 {
-		return nil
-	}
-	err = net.WaitAttached(ctx, func(attached, total int) {
-		fmt.Fprintf(w, "  %6.2fs  %d/%d ordinary nodes attached to a supernode of their home cluster\n", time.Since(start).Seconds(), attached, total)
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(w)
-	for _, c := range net.Clients() {
-		st := c.Status()
-		where := "away from home"
-		if st.Attachment.Home {
-			where = "home cluster"
-		}
-		fmt.Fprintf(w, "  %s → %s (%s)\n", short(st.PeerID), short(st.Attachment.Supernode), where)
-	}
-	return demoMessages(ctx, w, net)
+	return "dev"
 }
 
-// short abbreviates a peer ID for display.
-func short(id string) string {
-	if len(id) <= 12 {
-		return id
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
 	}
-	return id[:6] + "…" + id[len(id)-6:]
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// demoMessages sends a direct message between two clients and a group
-// message to all of them, and shows the deliveries.
-func demoMessages(ctx context.Context, w io.Writer, net *testnet.Network) error {
-	clients := net.Clients()
-	var ls []*node.Listener
-	for _, c := range clients {
-		l, err := c.Listen()
-		if err != nil {
-			return err
-		}
-		defer l.Close()
-		ls = append(ls, l)
-		if err := c.JoinGroup("tour"); err != nil {
-			return err
-		}
+// errCriteria is returned when a run ends with a failed pass criterion.
+var errCriteria = errors.New("a pass criterion failed")
+
+// runScenario runs one scenario, showing progress on w (a status line on a
+// terminal, log lines otherwise), and prints the summary.
+func runScenario(ctx context.Context, w io.Writer, rc testnet.RunConfig, reportDir string, tty bool) error {
+	fmt.Fprintf(w, "testnet: scenario %s, seed %d: %d supernodes (capacity %d), %d mega-supernodes (certificate capacity %d), %d ordinary nodes on 127.0.0.1\n",
+		rc.Scenario, rc.Seed, rc.Supernodes, rc.Capacity, rc.Megas, rc.MegaCapacity, rc.Clients)
+	p := &progressView{w: w, tty: tty}
+	rc.Progress = p.show
+	rep, err := testnet.RunScenario(ctx, rc)
+	p.done()
+	if rep == nil {
+		return err
 	}
-	fmt.Fprintln(w)
-	if len(clients) >= 2 {
-		a, b := clients[0], clients[len(clients)-1]
-		t0 := time.Now()
-		if _, err := a.Send(ctx, b.ID(), []byte("hello from the tour")); err != nil {
-			return fmt.Errorf("direct message: %w", err)
+	writeSummary(w, rep)
+	if reportDir != "" {
+		files, werr := testnet.WriteReport(rep, reportDir)
+		if werr != nil {
+			return errors.Join(err, werr)
 		}
-		in := <-ls[len(ls)-1].C
-		fmt.Fprintf(w, "direct message %s → %s: %q delivered and acknowledged in %v\n",
-			short(a.ID().String()), short(b.ID().String()), in.Text, time.Since(t0).Round(time.Microsecond))
+		fmt.Fprintf(w, "report: %s\n", strings.Join(files, ", "))
 	}
-	// Group membership reaches the group's home with the join; wait until
-	// the home knows everyone, then publish.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ms, err := clients[0].GroupMembers(ctx, "tour")
-		if err == nil && len(ms) == len(clients) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("group tour: the home knows %d of %d members", len(ms), len(clients))
-		}
-		time.Sleep(20 * time.Millisecond) // polling a remote view; nothing local to wait on
-	}
-	t0 := time.Now()
-	res, err := clients[0].Publish(ctx, "tour", []byte("hello, group"))
 	if err != nil {
-		return fmt.Errorf("group publish: %w", err)
+		return err
 	}
-	for _, l := range ls {
-		select {
-		case <-l.C:
-		case <-time.After(5 * time.Second):
-			return fmt.Errorf("a member did not receive the group message")
-		}
+	if !rep.Passed {
+		return fmt.Errorf("scenario %s (seed %d): %w", rep.Scenario, rep.Seed, errCriteria)
 	}
-	fmt.Fprintf(w, "group message seq %d to %d members: every member received it in %v (one frame per supernode holding members)\n",
-		res.Seq, len(clients), time.Since(t0).Round(time.Microsecond))
 	return nil
+}
+
+// progressView shows the run's progress: on a terminal one status line,
+// rewritten in place, with events printed above it; otherwise a log line
+// per event and one every few seconds.
+type progressView struct {
+	w    io.Writer
+	tty  bool
+	mu   sync.Mutex
+	last time.Time
+	line bool
+	// phase is the last phase shown, so a new one gets its own log line.
+	phase string
+}
+
+func (p *progressView) show(pr testnet.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	status := fmt.Sprintf("%6.1fs  %-26s attached %d/%d  supernodes %d  delivered %d  refusals %d",
+		pr.T, pr.Phase, pr.Attached, pr.Clients, pr.Supernodes, pr.Delivered, pr.Refusals)
+	if p.tty {
+		if pr.Event != nil || pr.Phase != p.phase {
+			p.clear()
+			if pr.Event != nil {
+				fmt.Fprintf(p.w, "%6.1fs  %s %s\n", pr.Event.T, pr.Event.Kind, pr.Event.Detail)
+			}
+		}
+		p.phase = pr.Phase
+		fmt.Fprintf(p.w, "\r\033[K%s", status)
+		p.line = true
+		return
+	}
+	switch {
+	case pr.Event != nil:
+		fmt.Fprintf(p.w, "%6.1fs  %s %s\n", pr.Event.T, pr.Event.Kind, pr.Event.Detail)
+	case pr.Phase != p.phase || time.Since(p.last) >= 2*time.Second:
+		fmt.Fprintln(p.w, status)
+		p.phase, p.last = pr.Phase, time.Now()
+	}
+}
+
+func (p *progressView) clear() {
+	if p.line {
+		fmt.Fprint(p.w, "\r\033[K")
+		p.line = false
+	}
+}
+
+func (p *progressView) done() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.tty && p.line {
+		fmt.Fprintln(p.w)
+		p.line = false
+	}
+}
+
+// writeSummary prints the criteria and figures of a report.
+func writeSummary(w io.Writer, rep *testnet.Report) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "RESULT\tCRITERION\tWANT\tGOT")
+	for _, c := range rep.Criteria {
+		res := "PASS"
+		if !c.Pass {
+			res = "FAIL"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", res, c.Name, c.Want, c.Got)
+	}
+	tw.Flush()
+	verdict := "PASSED"
+	if !rep.Passed {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(w, "\nscenario %s %s in %.1fs (seed %d; rerun with --seed %d for the same schedule)\n",
+		rep.Scenario, verdict, rep.DurationSeconds, rep.Seed, rep.Seed)
 }
