@@ -17,8 +17,8 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/report.golden.js
 func goldenReport() *Report {
 	return &Report{
 		Schema: ReportSchema, Scenario: "outage", Seed: 7,
-		Versions: Versions{Overlayd: "dev", Go: "go1.26", Libp2p: "v0.52.0"},
-		Config: Sizes{Supernodes: 4, Clients: 16, Megas: 1, Capacity: 6, AnnounceIntervalSeconds: 0.5, KeepaliveSeconds: 0.5},
+		Versions:        Versions{Overlayd: "dev", Go: "go1.26", Libp2p: "v0.52.0"},
+		Config:          Sizes{Supernodes: 4, Clients: 16, Megas: 1, Capacity: 6, AnnounceIntervalSeconds: 0.5, KeepaliveSeconds: 0.5},
 		DurationSeconds: 3.5, Passed: false,
 		Criteria: []Criterion{
 			{Name: "network formed", Want: "within 30s", Got: "16/16", Pass: true},
