@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -67,7 +68,8 @@ func msgKey() (crypto.PrivKey, peer.ID, error) {
 
 // msgStartNode starts one node with its goroutines labelled with role.
 func msgStartNode(ctx context.Context, role string, c node.Config, opts ...node.Option) (*node.Node, error) {
-	nd, err := node.New(c, opts...)
+	// Loopback peers reach each other directly: no relay reservations.
+	nd, err := node.New(c, append(opts, node.WithReachability(network.ReachabilityPublic))...)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
@@ -166,7 +167,8 @@ func (n *recNet) config(name string, role node.Role, capacity int) node.Config {
 // start starts one node and remembers it for close.
 func (n *recNet) start(ctx context.Context, c node.Config, key crypto.PrivKey, seed uint64, opts ...node.Option) (*node.Node, error) {
 	opts = append([]node.Option{node.WithIdentity(key), node.WithSeed(seed), node.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
-	nd, err := node.New(c, opts...)
+	// Loopback peers reach each other directly: no relay reservations.
+	nd, err := node.New(c, append(opts, node.WithReachability(network.ReachabilityPublic))...)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node"
@@ -255,7 +256,8 @@ func surgeClient(ctx context.Context, dir, boot, policy string, i int, obs func(
 	if policy == "fixed" {
 		opts = append(opts, node.WithRetryStrategy(func(*rand.Rand) backoff.Strategy { return backoff.Fixed(surgeRetryAfter) }))
 	}
-	n, err := node.New(c, opts...)
+	// Loopback peers reach each other directly: no relay reservations.
+	n, err := node.New(c, append(opts, node.WithReachability(network.ReachabilityPublic))...)
 	if err != nil {
 		return nil, err
 	}

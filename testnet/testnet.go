@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node"
@@ -302,6 +303,9 @@ func (n *Network) startMember(ctx context.Context, m *member, gate <-chan struct
 			opts = append(opts, node.WithAttachGateForTest(gate))
 		}
 	}
+	// Every node reaches every other directly on loopback: no node needs
+	// a relay reservation.
+	opts = append(opts, node.WithReachability(network.ReachabilityPublic))
 	nd, err := node.New(n.config(m), opts...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", m.name, err)
