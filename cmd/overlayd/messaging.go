@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -59,19 +61,63 @@ func sendCommand() *cli.Command {
 func listenCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "listen",
-		Usage: "print inbound direct and group messages as JSON lines until interrupted",
-		Flags: []cli.Flag{dataDirFlag()},
+		Usage: "print inbound direct and group messages as JSON lines until interrupted (or --count, --timeout)",
+		Description: "Prints each inbound message as one JSON line. --count N exits 0 after N messages;\n" +
+			"--timeout D stops after D: exit 0, or 1 when --count messages had not arrived by then.\n" +
+			"With --count, a daemon that ends the stream early is an error too.",
+		Flags: []cli.Flag{
+			dataDirFlag(),
+			&cli.IntFlag{Name: "count", Usage: "exit after this many messages (0: no limit)"},
+			&cli.DurationFlag{Name: "timeout", Usage: "stop listening after this long (0: never); with --count, not getting them all in time is an error"},
+		},
 		Action: func(c *cli.Context) error {
 			if c.Args().Len() > 0 {
 				return usageError{fmt.Errorf("listen takes no arguments")}
 			}
-			return localapi.NewClient(c.String("data-dir")).Listen(c.Context, func(m json.RawMessage) error {
-				_, err := fmt.Fprintf(c.App.Writer, "%s\n", m)
-				return err
+			count, timeout := c.Int("count"), c.Duration("timeout")
+			if count < 0 {
+				return usageError{fmt.Errorf("--count %d must not be negative", count)}
+			}
+			if timeout < 0 {
+				return usageError{fmt.Errorf("--timeout %v must not be negative", timeout)}
+			}
+			ctx := c.Context
+			if timeout > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, timeout)
+				defer cancel()
+			}
+			got := 0
+			err := localapi.NewClient(c.String("data-dir")).Listen(ctx, func(m json.RawMessage) error {
+				if _, err := fmt.Fprintf(c.App.Writer, "%s\n", m); err != nil {
+					return err
+				}
+				got++
+				if count > 0 && got >= count {
+					return errListenDone
+				}
+				return nil
 			})
+			timedOut := timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && c.Context.Err() == nil
+			switch {
+			case errors.Is(err, errListenDone):
+				return nil
+			case timedOut && count > 0:
+				return fmt.Errorf("listen: %d of %d messages within --timeout %v", got, count, timeout)
+			case timedOut:
+				return nil
+			case err != nil:
+				return err
+			case count > 0 && c.Context.Err() == nil:
+				return fmt.Errorf("listen: the daemon ended the stream after %d of %d messages", got, count)
+			}
+			return nil
 		},
 	}
 }
+
+// errListenDone ends a listen that has printed its --count messages.
+var errListenDone = errors.New("listen: enough messages")
 
 func groupCommand() *cli.Command {
 	post := func(name, usage string) *cli.Command {

@@ -1,0 +1,444 @@
+#!/usr/bin/env bash
+# overlayd docker-compose testnet: mega-supernodes, supernodes and ordinary
+# nodes as containers of one FROM-scratch image on a private bridge network.
+#
+#   testnet.sh up       build the binary and image, generate keys, start, wait until formed
+#   testnet.sh status   each container's role, attachment, attached clients, semaphores
+#   testnet.sh chaos    stop supernodes, cut a client off, then check messages still flow
+#   testnet.sh down     remove every container, network, volume, image and generated file
+#   testnet.sh smoke    up, chaos, down (down also on failure), bounded by a timeout
+#
+# Environment: CLIENTS (ordinary nodes that up starts, default 6), SMOKE_TIMEOUT (seconds,
+# default 540), COMPOSE (the compose command, detected when unset).
+# Every wait is a poll with a deadline. Scratch has no shell, so every check
+# runs the overlayd binary inside the container (docker exec C /overlayd ...).
+set -euo pipefail
+umask 077
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+GEN=$HERE/gen                       # generated, gitignored: identities, operator key, certificates
+PROJECT=overlayd-testnet            # compose project: every container, network and volume carries its label
+NETWORK=overlayd-testnet            # the network's fixed name (docker-compose.yml)
+IMAGE=${OVERLAYD_TESTNET_IMAGE:-overlayd-testnet:local}
+CLIENTS=${CLIENTS:-6}
+SUPERNODES=(sn1 sn2 sn3)            # must match docker-compose.yml
+MEGAS=(mega1 mega2)
+GROUP=testnet-chaos
+
+log() { printf '%s  %s\n' "$(date -u +%H:%M:%S)" "$*"; }
+fail() { printf 'testnet: FAIL: %s\n' "$*" >&2; exit 1; }
+
+# compose runs the compose command of this machine: `docker compose` (v2)
+# or docker-compose (v1), on this project.
+compose_cmd() {
+	if [ -n "${COMPOSE:-}" ]; then
+		read -r -a COMPOSE_ARR <<<"$COMPOSE"
+	elif docker compose version >/dev/null 2>&1; then
+		COMPOSE_ARR=(docker compose)
+	elif command -v docker-compose >/dev/null; then
+		COMPOSE_ARR=(docker-compose)
+	else
+		fail "neither \`docker compose\` nor docker-compose is installed"
+	fi
+}
+compose() {
+	[ -n "${COMPOSE_ARR+x}" ] || compose_cmd
+	[ -f "$GEN/testnet.env" ] || fail "no $GEN/testnet.env: run \`testnet.sh up\` first"
+	"${COMPOSE_ARR[@]}" --env-file "$GEN/testnet.env" -p "$PROJECT" -f "$HERE/docker-compose.yml" "$@"
+}
+
+# poll CMD... runs CMD until it succeeds or DEADLINE (seconds, default 60)
+# passes; the interval is 0.5 s. WHAT names the condition in the failure.
+poll() {
+	local what=$1 deadline=$2
+	shift 2
+	local end=$(($(date +%s) + deadline))
+	until "$@"; do
+		if [ "$(date +%s)" -ge "$end" ]; then
+			fail "timed out after ${deadline}s waiting for: $what"
+		fi
+		sleep 0.5 # poll interval, not synchronisation
+	done
+}
+
+# Containers of the project: cid SERVICE prints the container IDs of a service.
+cids() { docker ps -q --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=$1" | sort; }
+all_cids() { docker ps -q --filter "label=com.docker.compose.project=$PROJECT" | sort; }
+cname() { docker inspect -f '{{.Name}}' "$1" | sed 's|^/||'; }
+service_of() { docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "$1"; }
+ovl() { docker exec "$1" /overlayd "${@:2}"; }
+
+# status_json CID prints the daemon's status, or nothing when it does not answer.
+status_json() { ovl "$1" status --json 2>/dev/null || true; }
+# jget JSON KEY prints the first value of "KEY" in pretty-printed JSON.
+jget() {
+	sed -n -e "s/^ *\"$2\": \"\(.*\)\",\{0,1\}\$/\1/p" -e "s/^ *\"$2\": \([^\",{[]*\),\{0,1\}\$/\1/p" <<<"$1" | head -n1
+}
+# semaphores JSON prints "name in_use/max" for each semaphore.
+semaphores() {
+	awk -F': ' '/"name":/ {gsub(/[",]/, "", $2); n=$2} /"in_use":/ {gsub(/,/, "", $2); u=$2}
+		/"max":/ {gsub(/,/, "", $2); printf "%s%s %s/%s", sep, n, u, $2; sep=", "}' <<<"$1"
+}
+
+# ---- build and setup ------------------------------------------------------
+
+build() {
+	log "building the static binary and the image $IMAGE"
+	mkdir -p "$GEN/image"
+	(cd "$ROOT" && CGO_ENABLED=0 go build -o "$GEN/image/overlayd" ./cmd/overlayd)
+	cp "$HERE/Dockerfile" "$GEN/image/Dockerfile"
+	# The classic builder: buildx may be missing, and FROM scratch needs nothing of BuildKit.
+	DOCKER_BUILDKIT=0 docker build -q -t "$IMAGE" --label "com.docker.compose.project=$PROJECT" "$GEN/image" >/dev/null 2>"$GEN/image/build.log" ||
+		{ cat "$GEN/image/build.log" >&2; fail "docker build"; }
+}
+
+# setup generates, once, on the host: the operator key, the identity of
+# every supernode and mega-supernode (their peer IDs go into the bootstrap
+# addresses), the megas' certificates, and gen/testnet.env for compose.
+setup() {
+	local bin=$GEN/image/overlayd
+	if [ ! -f "$GEN/operator.key" ]; then
+		"$bin" operator keygen --out "$GEN/operator.key" >"$GEN/operator.pub" 2>/dev/null
+	fi
+	local pub bootstrap="" n id
+	pub=$(cat "$GEN/operator.pub")
+	for n in "${MEGAS[@]}" "${SUPERNODES[@]}"; do
+		id=$("$bin" identity --data-dir "$GEN/$n")
+		bootstrap+="${bootstrap:+,}/dns4/$n/tcp/4101/p2p/$id"
+	done
+	for n in "${MEGAS[@]}"; do
+		if [ ! -s "$GEN/$n/mega.cert" ]; then
+			id=$("$bin" identity --data-dir "$GEN/$n")
+			"$bin" operator promote --key "$GEN/operator.key" --peer "$id" --ttl 24h --capacity 50 >"$GEN/$n/mega.cert" 2>/dev/null
+		fi
+	done
+	{
+		echo "OVERLAYD_TESTNET_IMAGE=$IMAGE"
+		echo "OVERLAYD_TESTNET_OPERATOR_PUBKEY=$pub"
+		echo "OVERLAYD_TESTNET_BOOTSTRAP=$bootstrap"
+	} >"$GEN/testnet.env"
+	log "setup: operator key $GEN/operator.key ($pub), identities of ${MEGAS[*]} ${SUPERNODES[*]} in $GEN"
+}
+
+# ---- formation ------------------------------------------------------------
+
+all_healthy() {
+	local c h n=0
+	for c in $(all_cids); do
+		h=$(docker inspect -f '{{if .State.Health}}{{.State.Health.Status}}{{end}}' "$c")
+		[ "$h" = healthy ] || return 1
+		n=$((n + 1))
+	done
+	[ "$n" -eq $((${#SUPERNODES[@]} + ${#MEGAS[@]} + CLIENTS)) ]
+}
+
+# formed: every supernode and mega sees all of them in its directory, the
+# megas hold their certificate, and every client is attached.
+formed() {
+	local want=$((${#SUPERNODES[@]} + ${#MEGAS[@]})) s c js
+	for s in "${SUPERNODES[@]}" "${MEGAS[@]}"; do
+		c=$(cids "$s")
+		[ -n "$c" ] || return 1
+		js=$(status_json "$c")
+		[ "$(jget "$js" directory_size)" = "$want" ] || return 1
+	done
+	for s in "${MEGAS[@]}"; do
+		[ "$(jget "$(status_json "$(cids "$s")")" role)" = mega ] || return 1
+	done
+	clients_attached
+}
+
+# clients_attached: every client container has a session (and, given
+# stopped supernode peer IDs as arguments, not with any of them).
+clients_attached() {
+	local c sn x n=0
+	for c in $(cids client); do
+		sn=$(jget "$(status_json "$c")" supernode)
+		[ -n "$sn" ] || return 1
+		for x in "$@"; do [ "$sn" != "$x" ] || return 1; done
+		n=$((n + 1))
+	done
+	[ "$n" -eq "$CLIENTS" ]
+}
+
+cmd_up() {
+	local t0
+	t0=$(date +%s)
+	compose_cmd
+	docker info >/dev/null 2>&1 || fail "no Docker engine answers (docker info)"
+	mkdir -p "$GEN"
+	build
+	setup
+	log "starting ${#MEGAS[@]} mega-supernodes, ${#SUPERNODES[@]} supernodes, $CLIENTS clients (${COMPOSE_ARR[*]}, project $PROJECT)"
+	compose up -d --scale "client=$CLIENTS" >"$GEN/compose-up.log" 2>&1 || { cat "$GEN/compose-up.log" >&2; fail "compose up"; }
+	poll "every container healthy" 120 all_healthy
+	log "every container healthy"
+	poll "the network formed (full directories, megas certified, every client attached)" 90 formed
+	log "formed in $(($(date +%s) - t0))s"
+	cmd_status
+}
+
+# ---- status ---------------------------------------------------------------
+
+# name_of PEERID prints the container name of a supernode/mega peer ID.
+declare -A NAME_OF=()
+load_names() {
+	local n id
+	for n in "${MEGAS[@]}" "${SUPERNODES[@]}"; do
+		[ -f "$GEN/$n/identity.key" ] || continue
+		id=$("$GEN/image/overlayd" identity --data-dir "$GEN/$n" 2>/dev/null) && NAME_OF[$id]=$n
+	done
+}
+
+# snname PEERID prints the service name of a supernode peer ID, or the ID.
+snname() {
+	if [ -z "$1" ]; then
+		echo "(detached)"
+	elif [ -n "${NAME_OF[$1]+x}" ]; then
+		echo "${NAME_OF[$1]}"
+	else
+		echo "${1:0:16}"
+	fi
+}
+
+cmd_status() {
+	compose_cmd
+	load_names
+	local c js name role state
+	if [ -z "$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")" ]; then
+		echo "no $PROJECT containers: testnet.sh up starts them"
+		return 0
+	fi
+	printf '%-27s %-9s %-10s %-10s %-12s %-5s %-9s %-4s %-7s %s\n' CONTAINER HEALTH PEER ROLE "ATTACHED TO" HOME FAILOVERS DIR CLIENTS SEMAPHORES
+	for c in $(docker ps -a --filter "label=com.docker.compose.project=$PROJECT" --format '{{.Names}}' | sort); do
+		name=$c
+		state=$(docker inspect -f '{{.State.Status}}{{if .State.Health}}/{{.State.Health.Status}}{{end}}' "$c")
+		js=""
+		[ "${state%%/*}" = running ] && js=$(status_json "$c")
+		if [ -z "$js" ]; then
+			printf '%-27s %-9s %s\n' "$name" "${state%%/*}" "(daemon not answering)"
+			continue
+		fi
+		role=$(jget "$js" role)
+		local sn att="-" home="-" fo="-" clients="-" sems="-"
+		if [ "$role" = ordinary ]; then
+			sn=$(jget "$js" supernode)
+			att=$(snname "$sn")
+			[ -z "$sn" ] || home=$(jget "$js" home)
+			fo=$(jget "$js" failovers)
+		else
+			clients=$(jget "$js" attached_clients)
+			sems=$(semaphores "$js")
+		fi
+		local id
+		id=$(jget "$js" peer_id)
+		printf '%-27s %-9s %-10s %-10s %-12s %-5s %-9s %-4s %-7s %s\n' "$name" "${state#*/}" "12*${id: -6}" "$role" "$att" "$home" "$fo" \
+			"$(jget "$js" directory_size)" "$clients" "$sems"
+	done
+}
+
+# ---- chaos ----------------------------------------------------------------
+
+cmd_chaos() {
+	compose_cmd
+	load_names
+	# The clients that up started, however many.
+	CLIENTS=$(cids client | wc -l)
+	[ "$CLIENTS" -ge 2 ] || fail "chaos needs a running testnet with at least 2 clients: testnet.sh up"
+	# A client that an interrupted chaos run left disconnected goes back first.
+	for c in $(cids client); do
+		if [ -z "$(docker inspect -f "{{with index .NetworkSettings.Networks \"$NETWORK\"}}on{{end}}" "$c")" ]; then
+			log "reconnecting $(cname "$c"), left off $NETWORK"
+			docker network connect "$NETWORK" "$c"
+		fi
+	done
+	poll "the network formed before chaos" 60 formed
+
+	# 1. Stop 30% of the supernodes (at least 1), the most loaded first.
+	local k=$((${#SUPERNODES[@]} * 3 / 10)) s c js stopped=() stopped_ids=() affected=()
+	[ "$k" -ge 1 ] || k=1
+	mapfile -t stopped < <(for s in "${SUPERNODES[@]}"; do
+		printf '%s %s\n' "$(jget "$(status_json "$(cids "$s")")" attached_clients)" "$s"
+	done | sort -rn | head -n "$k" | awk '{print $2}')
+	for s in "${stopped[@]}"; do
+		stopped_ids+=("$("$GEN/image/overlayd" identity --data-dir "$GEN/$s")")
+	done
+	for c in $(cids client); do
+		local sn
+		sn=$(jget "$(status_json "$c")" supernode)
+		for x in "${stopped_ids[@]}"; do [ "$sn" != "$x" ] || affected+=("$c"); done
+	done
+	log "chaos 1/4: stopping $k of ${#SUPERNODES[@]} supernodes (${stopped[*]}), which serve ${#affected[@]} clients"
+	compose stop "${stopped[@]}" >/dev/null 2>&1 || fail "compose stop ${stopped[*]}"
+	poll "every client attached to a running supernode after stopping ${stopped[*]}" 60 clients_attached "${stopped_ids[@]}"
+	for c in "${affected[@]}"; do
+		js=$(status_json "$c")
+		log "  $(cname "$c") re-attached to $(snname "$(jget "$js" supernode)") (failovers $(jget "$js" failovers))"
+	done
+	log "  every client attached elsewhere; starting ${stopped[*]} again"
+	compose start "${stopped[@]}" >/dev/null 2>&1 || fail "compose start ${stopped[*]}"
+	poll "the network formed again after restarting ${stopped[*]}" 90 formed
+
+	# 2. Cut one client off the network, then reconnect it.
+	local victim since0 fo0
+	victim=$(cids client | head -n1)
+	js=$(status_json "$victim")
+	since0=$(jget "$js" since)
+	fo0=$(jget "$js" failovers)
+	log "chaos 2/4: disconnecting $(cname "$victim") from $NETWORK (attached to $(snname "$(jget "$js" supernode)"))"
+	docker network disconnect "$NETWORK" "$victim" || fail "docker network disconnect $NETWORK $(cname "$victim")"
+	# It must notice: its session ends (3 missed keepalives).
+	lost() {
+		local j
+		j=$(status_json "$victim")
+		[ -n "$j" ] && [ "$(jget "$j" since)" != "$since0" ]
+	}
+	poll "$(cname "$victim") to notice it lost its supernode" 30 lost
+	local now
+	now=$(jget "$(status_json "$victim")" supernode)
+	log "  $(cname "$victim") noticed: now $(snname "$now"); reconnecting"
+	docker network connect "$NETWORK" "$victim" || fail "docker network connect $NETWORK $(cname "$victim")"
+	reattached() {
+		local j
+		j=$(status_json "$victim")
+		[ -n "$(jget "$j" supernode)" ] && [ "$(jget "$j" since)" != "$since0" ]
+	}
+	poll "$(cname "$victim") to re-attach after reconnecting" 60 reattached
+	js=$(status_json "$victim")
+	log "  $(cname "$victim") re-attached to $(snname "$(jget "$js" supernode)") (failovers $fo0 -> $(jget "$js" failovers))"
+	poll "the network formed after the partition" 60 formed
+
+	# 3. Group message: every client joins, listens; one publishes; all receive.
+	local out=$GEN/chaos clients=() pids=() i nonce
+	rm -rf "$out"
+	mkdir -p "$out"
+	nonce=$(date +%s%N)
+	mapfile -t clients < <(cids client)
+	log "chaos 3/4: ${#clients[@]} clients join group $GROUP; $(cname "${clients[0]}") publishes"
+	for c in "${clients[@]}"; do ovl "$c" group join "$GROUP" >/dev/null; done
+	members_known() {
+		local n
+		n=$(ovl "${clients[0]}" group members --json "$GROUP" 2>/dev/null | grep -c '"12D3' || true)
+		[ "$n" -eq "${#clients[@]}" ]
+	}
+	poll "the group's home to know all ${#clients[@]} members" 30 members_known
+	for i in "${!clients[@]}"; do
+		ovl "${clients[$i]}" listen --count 1 --timeout 45s >"$out/group-$i.jsonl" 2>"$out/group-$i.err" &
+		pids+=($!)
+	done
+	# The listen stream has no "ready" signal: publish, and publish again
+	# (a new message each time) until every listener got one or time is up.
+	local attempt=0 end=$(($(date +%s) + 40)) done_all
+	while :; do
+		attempt=$((attempt + 1))
+		ovl "${clients[0]}" group publish "$GROUP" "group-$nonce-$attempt" >>"$out/publish.log" 2>&1 || true
+		done_all=1
+		for _ in 1 2 3 4 5 6; do # up to 3 s for the listeners to finish
+			done_all=1
+			for i in "${!clients[@]}"; do grep -q "group-$nonce" "$out/group-$i.jsonl" 2>/dev/null || done_all=0; done
+			[ "$done_all" = 1 ] && break
+			sleep 0.5 # poll interval
+		done
+		[ "$done_all" = 1 ] && break
+		[ "$(date +%s)" -lt "$end" ] || break
+	done
+	for p in "${pids[@]}"; do wait "$p" || true; done
+	local missing=()
+	for i in "${!clients[@]}"; do
+		grep -q "\"kind\": *\"group\"" "$out/group-$i.jsonl" && grep -q "group-$nonce" "$out/group-$i.jsonl" || missing+=("$(cname "${clients[$i]}")")
+	done
+	[ ${#missing[@]} -eq 0 ] || fail "group message not received by ${missing[*]} after $attempt publish(es); see $out"
+	log "  every client received the group message ($attempt publish(es): $(tail -n1 "$out/publish.log"))"
+
+	# 4. Direct message between two clients, on different supernodes if any.
+	local a="${clients[0]}" b="" sa
+	sa=$(jget "$(status_json "$a")" supernode)
+	for c in "${clients[@]:1}"; do
+		b=$c
+		[ "$(jget "$(status_json "$c")" supernode)" = "$sa" ] || break
+	done
+	local bid
+	bid=$(jget "$(status_json "$b")" peer_id)
+	log "chaos 4/4: direct message $(cname "$a") -> $(cname "$b")"
+	ovl "$b" listen --count 1 --timeout 45s >"$out/direct.jsonl" 2>"$out/direct.err" &
+	local lp=$! sent="" end=$(($(date +%s) + 40))
+	attempt=0
+	while :; do
+		attempt=$((attempt + 1))
+		if ovl "$a" send "$bid" "direct-$nonce-$attempt" >>"$out/send.log" 2>&1; then sent=1; fi
+		for _ in 1 2 3 4 5 6; do
+			grep -q "direct-$nonce" "$out/direct.jsonl" 2>/dev/null && break
+			sleep 0.5 # poll interval
+		done
+		grep -q "direct-$nonce" "$out/direct.jsonl" 2>/dev/null && break
+		[ "$(date +%s)" -lt "$end" ] || break
+	done
+	wait "$lp" || true
+	[ -n "$sent" ] || fail "direct message $(cname "$a") -> $(cname "$b") never acknowledged: $(tail -n1 "$out/send.log")"
+	grep -q "\"kind\": *\"direct\"" "$out/direct.jsonl" && grep -q "direct-$nonce" "$out/direct.jsonl" ||
+		fail "direct message not received by $(cname "$b") after $attempt send(s); see $out"
+	log "  delivered and received ($attempt send(s): $(tail -n1 "$out/send.log"))"
+	log "chaos passed"
+}
+
+# ---- down -----------------------------------------------------------------
+
+cmd_down() {
+	compose_cmd
+	if [ -f "$GEN/testnet.env" ]; then
+		compose down -v --remove-orphans --timeout 10 >/dev/null 2>&1 || true
+	fi
+	# Whatever compose left (or could not see without the env file), by label and name.
+	local ids
+	ids=$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")
+	[ -z "$ids" ] || docker rm -f -v $ids >/dev/null
+	ids=$(docker network ls -q --filter "label=com.docker.compose.project=$PROJECT")
+	[ -z "$ids" ] || docker network rm $ids >/dev/null
+	docker network inspect "$NETWORK" >/dev/null 2>&1 && docker network rm "$NETWORK" >/dev/null
+	ids=$(docker volume ls -q --filter "label=com.docker.compose.project=$PROJECT")
+	[ -z "$ids" ] || docker volume rm $ids >/dev/null
+	docker image inspect "$IMAGE" >/dev/null 2>&1 && docker rmi -f "$IMAGE" >/dev/null
+	rm -rf "$GEN"
+	log "down: containers, network, volumes, image $IMAGE and $GEN removed"
+}
+
+# ---- smoke ----------------------------------------------------------------
+
+cmd_smoke() {
+	local t0 rc=0 limit=${SMOKE_TIMEOUT:-540}
+	t0=$(date +%s)
+	trap 'cmd_down || true' EXIT
+	timeout -k 20 "$limit" bash "$0" _up_chaos || rc=$?
+	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		echo "testnet: FAIL: smoke test exceeded ${limit}s" >&2
+	fi
+	if [ "$rc" -ne 0 ]; then
+		cmd_status 2>/dev/null || true
+		log "logs of the last failure (tail):"
+		for c in $(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT" | head -n 20); do
+			docker logs --tail 3 "$c" 2>&1 | sed "s|^|  $(cname "$c"): |"
+		done
+		echo "testnet: smoke FAILED (exit $rc) after $(($(date +%s) - t0))s" >&2
+		exit "$rc"
+	fi
+	cmd_down
+	trap - EXIT
+	log "smoke passed in $(($(date +%s) - t0))s"
+}
+
+case "${1:-}" in
+up) cmd_up ;;
+status) cmd_status ;;
+chaos) cmd_chaos ;;
+down) cmd_down ;;
+smoke) cmd_smoke ;;
+_up_chaos)
+	cmd_up
+	cmd_chaos
+	;;
+*)
+	sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'
+	exit 2
+	;;
+esac
