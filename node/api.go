@@ -28,6 +28,7 @@ func (n *Node) startAPI(ctx context.Context) error {
 	mux.HandleFunc("GET /v1/ring", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.RingInfo()) })
 	n.messagingRoutes(mux)
 	n.megaRoutes(mux)
+	n.relayRoutes(mux)
 	n.apiSrv = n.serve(ln, localapi.RequireToken(token, mux))
 	n.log.Info("local API", "addr", ln.Addr().String())
 	return nil
@@ -48,12 +49,22 @@ func (n *Node) Status() localapi.Status {
 		Role:           string(role),
 		ConfiguredRole: string(n.cfg.Role),
 		RoleReason:     why,
+		Reachability:   strings.ToLower(n.Reachability().String()),
 		Capacity:       n.cfg.Capacity,
 		StartedAt:      n.started,
 		UptimeSeconds:  n.now().Sub(n.started).Seconds(),
 		ConnectedPeers: len(n.host.Network().Peers()),
 		DirectorySize:  n.dir.Snapshot().Len(),
 		Version:        version(),
+	}
+	if n.cfg.Role == RoleAuto {
+		_, _, crit := n.autoRole()
+		for _, c := range crit {
+			s.RoleCriteria = append(s.RoleCriteria, localapi.RoleCriterion{Name: c.Name, Held: c.Held, Detail: c.Detail})
+		}
+		if at := n.roleChangedAt(); !at.IsZero() {
+			s.RoleChangedAt = &at
+		}
 	}
 	for _, a := range n.host.Addrs() {
 		s.Addrs = append(s.Addrs, a.String())
@@ -68,7 +79,7 @@ func (n *Node) Status() localapi.Status {
 			s.Attachment = &localapi.Attachment{Supernode: a.Supernode.String(), Since: a.Since, Home: a.Home}
 		}
 	}
-	if n.sems != nil {
+	if n.sems != nil && n.serving.Load() {
 		for _, sem := range n.sems.All() {
 			st := sem.Stats()
 			s.Semaphores = append(s.Semaphores, localapi.Semaphore{Name: st.Name, InUse: st.InUse, Max: st.Max, Acquired: st.Acquired, Refused: st.Refused})
@@ -77,6 +88,7 @@ func (n *Node) Status() localapi.Status {
 	if n.admission != nil {
 		s.AttachedClients = n.admission.Load()
 	}
+	s.Relay = n.relayStatus()
 	if c, ok := n.MegaCert(); ok {
 		s.Role = "mega"
 		s.RoleReason = fmt.Sprintf("operator certificate %d, capacity %d, until %s", c.Serial, c.Capacity, c.NotAfter.UTC().Format(time.RFC3339))
@@ -121,7 +133,7 @@ func (n *Node) Supernodes() []localapi.Supernode {
 	out := []localapi.Supernode{}
 	for _, e := range n.dir.Snapshot().Entries {
 		s := localapi.Supernode{
-			ID: e.ID.String(), Role: e.Role.String(), Capacity: e.Capacity, Load: e.Load,
+			ID: e.ID.String(), Role: e.Role.String(), Capacity: e.Capacity, Load: e.Load, Spare: int64(e.Capacity) - int64(e.Load),
 			Seq: e.Seq, LastSeen: e.LastSeen, Expires: e.Expires, Self: e.ID == n.ID(),
 		}
 		for _, a := range e.Addrs {

@@ -445,6 +445,7 @@ func (c *attacher) attempt(ctx context.Context, ai peer.AddrInfo, reason pb.Atta
 func (c *attacher) keep(ctx context.Context, sess *clientSession) sessionEnd {
 	h := c.n.host
 	h.ConnManager().Protect(sess.peer, protectTag)
+	defer c.n.relayAttached(sess.peer)() // relay reservation follows the session (relay_client.go)
 	c.mu.Lock()
 	c.cur = sess
 	c.mu.Unlock()

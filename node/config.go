@@ -26,8 +26,9 @@ type Role string
 const (
 	RoleOrdinary  Role = "ordinary"
 	RoleSupernode Role = "supernode"
-	// RoleAuto lets the node decide. Until automatic promotion exists it
-	// behaves as RoleOrdinary, and Status says so.
+	// RoleAuto lets the node decide: it starts ordinary and promotes
+	// itself to supernode, or demotes itself, by the rules of DecideRole
+	// (the Auto* fields).
 	RoleAuto Role = "auto"
 )
 
@@ -81,8 +82,24 @@ type Config struct {
 	// MegaCert is a certificate file: the node starts as a mega-supernode.
 	MegaCert string `yaml:"mega-cert"`
 	// DrainPeriod is how long a demoted mega-supernode takes to hand the
-	// clients above its regular capacity back, evenly.
+	// clients above its regular capacity back, evenly, and how long a
+	// demoted auto supernode takes to detach all its clients.
 	DrainPeriod time.Duration `yaml:"drain-period"`
+	// Auto* are the thresholds of --role auto (see DecideRole and
+	// docs/ARCHITECTURE.md, "Roles"). AutoMinUptime and AutoMinCapacity
+	// gate promotion; the network needs supernodes while the spare
+	// capacity per attached client is below AutoSpareLow, and has a
+	// surplus while it is above AutoSpareHigh. A promotion waits a
+	// random delay within [AutoPromoteDelayMin, AutoPromoteDelayMax]
+	// during which its conditions must keep holding; a surplus must last
+	// a random delay within [AutoDemoteAfter, 2×AutoDemoteAfter].
+	AutoMinUptime       time.Duration `yaml:"auto-min-uptime"`
+	AutoMinCapacity     int           `yaml:"auto-min-capacity"`
+	AutoSpareLow        float64       `yaml:"auto-spare-low"`
+	AutoSpareHigh       float64       `yaml:"auto-spare-high"`
+	AutoPromoteDelayMin time.Duration `yaml:"auto-promote-delay-min"`
+	AutoPromoteDelayMax time.Duration `yaml:"auto-promote-delay-max"`
+	AutoDemoteAfter     time.Duration `yaml:"auto-demote-after"`
 	// LogLevel is debug, info, warn or error; LogFormat text or json.
 	LogLevel  string `yaml:"log-level"`
 	LogFormat string `yaml:"log-format"`
@@ -136,6 +153,14 @@ func DefaultConfig() Config {
 		DrainPeriod:      time.Minute,
 		LogLevel:         "info",
 		LogFormat:        "text",
+
+		AutoMinUptime:       10 * time.Minute,
+		AutoMinCapacity:     50,
+		AutoSpareLow:        0.25,
+		AutoSpareHigh:       1.0,
+		AutoPromoteDelayMin: 30 * time.Second,
+		AutoPromoteDelayMax: 5 * time.Minute,
+		AutoDemoteAfter:     10 * time.Minute,
 	}
 }
 
@@ -202,10 +227,23 @@ func (c *Config) Validate() error {
 		{"--retry-max", c.RetryMax, c.RetryBase, time.Hour},
 		{"--return-interval", c.ReturnInterval, 10 * time.Millisecond, 24 * time.Hour},
 		{"--drain-period", c.DrainPeriod, 0, 24 * time.Hour},
+		{"--auto-min-uptime", c.AutoMinUptime, 0, 30 * 24 * time.Hour},
+		{"--auto-promote-delay-min", c.AutoPromoteDelayMin, 0, 24 * time.Hour},
+		{"--auto-promote-delay-max", c.AutoPromoteDelayMax, c.AutoPromoteDelayMin, 24 * time.Hour},
+		{"--auto-demote-after", c.AutoDemoteAfter, 0, 24 * time.Hour},
 	} {
 		if d.v < d.lo || d.v > d.hi {
 			return cfgErr(d.name, d.v.String(), "must be within [%v, %v]", d.lo, d.hi)
 		}
+	}
+	if c.AutoMinCapacity < 1 || c.AutoMinCapacity > 1_000_000 {
+		return cfgErr("--auto-min-capacity", fmt.Sprint(c.AutoMinCapacity), "must be within [1, 1000000]")
+	}
+	if !(c.AutoSpareLow >= 0 && c.AutoSpareLow <= 100) {
+		return cfgErr("--auto-spare-low", fmt.Sprint(c.AutoSpareLow), "must be within [0, 100] (spare capacity per attached client)")
+	}
+	if !(c.AutoSpareHigh > c.AutoSpareLow && c.AutoSpareHigh <= 1000) {
+		return cfgErr("--auto-spare-high", fmt.Sprint(c.AutoSpareHigh), "must be above --auto-spare-low (%v) and at most 1000: the gap is the hysteresis", c.AutoSpareLow)
 	}
 	if c.ConnHeadroom < 16 || c.ConnHeadroom > 1_000_000 {
 		return cfgErr("--conn-headroom", fmt.Sprint(c.ConnHeadroom), "must be within [16, 1000000]")
@@ -240,6 +278,25 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// rolePolicy is the Config's thresholds for DecideRole.
+func (c *Config) rolePolicy() RolePolicy {
+	return RolePolicy{
+		MinUptime:       c.AutoMinUptime,
+		MinCapacity:     c.AutoMinCapacity,
+		SpareLow:        c.AutoSpareLow,
+		SpareHigh:       c.AutoSpareHigh,
+		HomeHighLoad:    HomeHighLoad,
+		ClusterSize:     ClusterSize,
+		PromoteDelayMin: c.AutoPromoteDelayMin,
+		PromoteDelayMax: c.AutoPromoteDelayMax,
+		DemoteAfter:     c.AutoDemoteAfter,
+	}
+}
+
+// HomeHighLoad is the load fraction at which a home cluster member counts
+// as full for --role auto.
+const HomeHighLoad = 0.9
 
 func checkHostPort(s string, loopbackOnly bool) error {
 	host, _, err := net.SplitHostPort(s)

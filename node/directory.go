@@ -203,7 +203,7 @@ func (n *Node) bootstrapLoop(ctx context.Context) {
 		// An ordinary node needs one bootstrap peer; a supernode keeps all
 		// of them, so that two halves of a healed partition find each other
 		// again (the supernode tier is a full mesh anyway).
-		if connected == 0 || (n.announcer != nil && connected < len(n.bootstrap)) {
+		if connected == 0 || (n.serving.Load() && connected < len(n.bootstrap)) {
 			for _, pi := range n.bootstrap {
 				if pi.ID == n.host.ID() || n.host.Network().Connectedness(pi.ID) == network.Connected {
 					continue

@@ -13,6 +13,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	circuitproto "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/proto"
+	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	xrate "github.com/libp2p/go-libp2p/x/rate"
@@ -29,6 +31,55 @@ func connBudget(c Config) int {
 		return c.ConnHeadroom
 	}
 	return c.Capacity + c.ConnHeadroom
+}
+
+// relayRcmgrLimits are the resource-manager limits of the circuit relay
+// service (and its hop and stop protocols), sized so that the relay's own
+// bounds (relayLimitsFor) decide and the resource manager is only the outer
+// wall: one inbound hop stream per circuit and per reservation handshake,
+// one outbound stop stream per circuit, and per circuit two copy buffers and
+// the handshake memory of both streams. Every role gets them: an auto node
+// may become a supernode without a restart.
+func relayRcmgrLimits(c Config) (svc, proto rcmgr.ResourceLimits) {
+	l := relayLimitsFor(c, max(c.Capacity, 1))
+	in := l.circuits + l.reservations
+	out := l.circuits
+	mem := int64(l.circuits)*(2*relayBufferSize+2*relayHandshakeMemory) + int64(l.reservations)*relayHandshakeMemory + 4<<20
+	svc = rcmgr.ResourceLimits{
+		StreamsInbound:  rcmgr.LimitVal(in),
+		StreamsOutbound: rcmgr.LimitVal(out + relayCircuitsPerPeer),
+		Streams:         rcmgr.LimitVal(in + out + relayCircuitsPerPeer),
+		Memory:          rcmgr.LimitVal64(mem),
+	}
+	// The protocols count the client side too: a node behind NAT accepts
+	// stop streams (its inbound circuits) and opens hop streams
+	// (reservations, circuits to others).
+	proto = rcmgr.ResourceLimits{
+		StreamsInbound:  rcmgr.LimitVal(in + relayCircuitsPerPeer),
+		StreamsOutbound: rcmgr.LimitVal(out + relayCircuitsPerPeer),
+		Streams:         rcmgr.LimitVal(in + out + 2*relayCircuitsPerPeer),
+	}
+	return svc, proto
+}
+
+// reachabilityOptions are the host's NAT-traversal options. Every node
+// learns its reachability with AutoNAT v2 (which also makes it serve v2
+// dial-back requests, rate-limited by go-libp2p: 60 a minute, 12 per peer)
+// and upgrades relayed connections with hole punching (DCUtR). Supernodes,
+// and auto nodes that may become one, also serve AutoNAT v1, which older
+// peers and go-libp2p's v1 client still use, at a bounded rate. The relay
+// transport (dialing and accepting circuits) is on by default.
+func reachabilityOptions(c Config) []libp2p.Option {
+	opts := []libp2p.Option{
+		libp2p.EnableAutoNATv2(),
+		libp2p.EnableHolePunching(),
+	}
+	if c.Role != RoleOrdinary {
+		opts = append(opts,
+			libp2p.EnableNATService(),
+			libp2p.AutoNATServiceRateLimit(60, 4, time.Minute))
+	}
+	return opts
 }
 
 // newHost builds the libp2p host: TCP and QUIC on the configured addresses
@@ -49,6 +100,7 @@ func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater) (h
 		StreamsOutbound: attachStreams,
 		Streams:         2 * attachStreams,
 	}
+	relaySvc, relayProto := relayRcmgrLimits(c)
 	limits := rcmgr.PartialLimitConfig{
 		System: rcmgr.ResourceLimits{
 			Conns:           rcmgr.LimitVal(budget),
@@ -67,9 +119,16 @@ func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater) (h
 			Streams:        rcmgr.LimitVal(budget),
 			StreamsInbound: rcmgr.LimitVal(budget),
 		},
-		Service:     map[string]rcmgr.ResourceLimits{supernode.AttachService: svc},
+		Service: map[string]rcmgr.ResourceLimits{
+			supernode.AttachService: svc,
+			relay.ServiceName:       relaySvc,
+		},
 		ServicePeer: map[string]rcmgr.ResourceLimits{supernode.AttachService: {StreamsInbound: 4, StreamsOutbound: 4, Streams: 8}},
-		Protocol:    map[protocol.ID]rcmgr.ResourceLimits{overlayproto.AttachID: svc},
+		Protocol: map[protocol.ID]rcmgr.ResourceLimits{
+			overlayproto.AttachID:      svc,
+			circuitproto.ProtoIDv2Hop:  relayProto,
+			circuitproto.ProtoIDv2Stop: relayProto,
+		},
 	}.Build(scaled.AutoScale())
 	// Per-IP limits: libp2p allows 8 connections and 0.2 new connections/s
 	// per IPv4 address by default (loopback is exempt). Many peers behind
@@ -113,6 +172,7 @@ func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater) (h
 	if gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(gater))
 	}
+	opts = append(opts, reachabilityOptions(c)...)
 	h, err := libp2p.New(opts...)
 	if err != nil {
 		cm.Close()

@@ -53,7 +53,7 @@ func (n *Node) MegaCert() (protocol.MegaCert, bool) {
 // subject, valid now, not revoked), raises its capacity to the
 // certificate's, and announces the new role at once. Attached clients stay.
 func (n *Node) Promote(ctx context.Context, raw []byte) (protocol.MegaCert, error) {
-	if n.admission == nil {
+	if n.admission == nil || !n.serving.Load() {
 		return protocol.MegaCert{}, ErrNotSupernode
 	}
 	c, err := protocol.VerifyMegaCert(raw, n.trusted, n.ID(), n.now(), n.isRevoked)
@@ -108,21 +108,7 @@ func (n *Node) Demote(ctx context.Context, why string) error {
 // handBack detaches the clients above the configured capacity in ten even
 // steps over period; each Detach spreads its client's move over one step.
 func (n *Node) handBack(ctx context.Context, period time.Duration) {
-	const steps = 10
-	step := max(period/steps, time.Millisecond)
-	for i := range steps {
-		excess := n.admission.Load() - n.cfg.Capacity
-		if excess <= 0 {
-			return
-		}
-		k := (excess + (steps - i) - 1) / (steps - i) // spread what is left over the steps left
-		n.admission.Drain(k, "mega-supernode handing back", step)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(step):
-		}
-	}
+	n.drainTo(ctx, period, n.cfg.Capacity, "mega-supernode handing back", nil)
 }
 
 // megaLoop demotes this node when its certificate expires or is revoked,

@@ -23,6 +23,9 @@ type metrics struct {
 	attached       prometheus.Gauge
 	keepaliveRTT   prometheus.Histogram
 	attachWaits    prometheus.Histogram
+
+	// --role auto (role_run.go).
+	roleChanges *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
@@ -82,7 +85,23 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	for _, r := range protocol.Reasons {
 		m.rejected.WithLabelValues(string(r))
 	}
+	m.roleChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "overlayd_node_role_changes_total",
+		Help: "Role changes of a --role auto node, by the role taken: supernode (promotion) or ordinary (demotion, counted when its drain begins).",
+	}, []string{"to"})
+	m.roleChanges.WithLabelValues("supernode")
+	m.roleChanges.WithLabelValues("ordinary")
 	cs := []prometheus.Collector{
+		m.roleChanges,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "overlayd_node_serving",
+			Help: "1 while the node plays the supernode role (always for --role supernode; between promotion and demotion for --role auto).",
+		}, func() float64 {
+			if n.serving.Load() {
+				return 1
+			}
+			return 0
+		}),
 		m.accepted, m.rejected, m.certRejected, m.ringRebuilds, m.ringInfo, m.attempts, m.failovers, m.returns, m.deadSupernodes, m.attached, m.keepaliveRTT, m.attachWaits,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "overlayd_directory_entries",

@@ -51,6 +51,11 @@ type Node struct {
 	gater        connmgr.ConnectionGater
 	noJitter     bool
 	pinnedReach  *network.Reachability
+	relay        relayState // reachability, relay service and reservation (reach.go, relay*.go)
+	// serving is set while the node plays the supernode role: always for
+	// --role supernode, between promotion and demotion for --role auto.
+	serving atomic.Bool
+	role    roleRun // the --role auto driver's state (role_run.go)
 
 	trusted  []crypto.PubKey
 	megaMu   sync.Mutex
@@ -299,6 +304,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.m, err = newMetrics(n.reg, n); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	if err := n.startReachability(runCtx); err != nil {
+		return err
+	}
 	if err := n.startDirectory(runCtx); err != nil {
 		return err
 	}
@@ -306,14 +314,17 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.runCtx = runCtx
-	if n.cfg.Role == RoleSupernode {
+	if n.cfg.Role == RoleSupernode || n.cfg.Role == RoleAuto {
 		if err := n.startSupernode(); err != nil {
 			return err
 		}
 		if err := n.loadMegaCert(ctx); err != nil {
 			return err
 		}
-	} else {
+	}
+	if n.cfg.Role != RoleSupernode {
+		// Ordinary and auto nodes are clients; an auto node stays one
+		// while it serves (role_run.go).
 		if n.attacher, err = newAttacher(n); err != nil {
 			return err
 		}
@@ -334,9 +345,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.goLoop(func() { n.ringLoop(runCtx) })
 	n.goLoop(func() { n.bootstrapLoop(runCtx) })
 	n.goLoop(func() { n.megaLoop(runCtx) })
-	if n.announcer != nil {
+	if n.cfg.Role == RoleSupernode {
 		n.goLoop(func() { n.announceLoop(runCtx) })
 		n.goLoop(func() { n.meshLoop(runCtx) })
+	}
+	if n.cfg.Role == RoleAuto {
+		n.goLoop(func() { n.roleLoop(runCtx) })
 	}
 	if n.attacher != nil {
 		n.goLoop(func() { n.attacher.run(runCtx) })
@@ -374,7 +388,7 @@ func (n *Node) Close() error {
 	}
 	ctx, done := context.WithTimeout(context.Background(), closeTimeout)
 	defer done()
-	if n.announcer != nil && n.topic != nil && !n.abrupt.Load() {
+	if n.announcer != nil && n.topic != nil && n.serving.Load() && !n.abrupt.Load() {
 		n.announceDeparture(ctx)
 	}
 	if n.admission != nil {
@@ -442,7 +456,8 @@ func (n *Node) Ring() *ring.Ring { return n.rings.Load() }
 func (n *Node) Role() (Role, string) {
 	switch n.cfg.Role {
 	case RoleAuto:
-		return RoleOrdinary, "auto: automatic promotion is not available yet, so the node stays ordinary"
+		r, why, _ := n.autoRole()
+		return r, why
 	case RoleSupernode:
 		return RoleSupernode, "pinned by --role supernode"
 	}

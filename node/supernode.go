@@ -12,7 +12,8 @@ import (
 )
 
 // startSupernode sets up the supernode role: capacity semaphores, the
-// attach protocol and the announcer.
+// attach protocol and the announcer. A pinned supernode serves at once; an
+// auto node keeps it all idle until it promotes.
 func (n *Node) startSupernode() error {
 	var err error
 	n.sems, err = capacity.NewSet(capacity.DefaultLimits(n.cfg.Capacity), capacity.WithRetryAfter(n.cfg.BusyRetryAfter))
@@ -56,6 +57,16 @@ func (n *Node) startSupernode() error {
 	}
 	n.router.Start()
 	n.admission.Start()
+	if n.cfg.Role == RoleAuto {
+		// An auto node starts ordinary: the machinery is built, but it
+		// admits nobody and runs no relay until it promotes (role_run.go).
+		n.admission.SetOpen(false)
+	} else {
+		n.serving.Store(true)
+		if err := n.startRelay(); err != nil {
+			return err
+		}
+	}
 	n.announcer, err = supernode.NewAnnouncer(n.host.ID(), protocol.RoleSupernode, n.cfg.Capacity, n.cfg.AnnounceInterval)
 	return err
 }

@@ -44,6 +44,13 @@ const (
 	RelayID = "/overlayd/relay/1.0.0"
 	// LookupID is a request/response stream: LookupRequest, LookupResponse.
 	LookupID = "/overlayd/lookup/1.0.0"
+	// LocateID is a request/response stream from an attached client to
+	// its supernode: LookupRequest{client}, then LookupResponse{found,
+	// location, location_addrs}, the supernode the client is attached to
+	// and that supernode's addresses. A client reaches a peer behind NAT
+	// through that supernode's circuit relay. Refused (reset) for peers
+	// not attached to the supernode.
+	LocateID = "/overlayd/locate/1.0.0"
 )
 
 // Messaging limits.

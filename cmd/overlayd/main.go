@@ -76,6 +76,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			revokeCommand(),
 			operatorCommand(),
 			identityCommand(),
+			pingCommand(),
 			testnetCommand(),
 		},
 	}

@@ -47,9 +47,23 @@ func statusCommand() *cli.Command {
 		func(w io.Writer, s localapi.Status) {
 			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(tw, "peer ID\t%s\n", s.PeerID)
-			fmt.Fprintf(tw, "role\t%s (configured %s)\n", s.Role, s.ConfiguredRole)
+			if s.RoleChangedAt != nil {
+				fmt.Fprintf(tw, "role\t%s (configured %s) since %s\n", s.Role, s.ConfiguredRole, s.RoleChangedAt.Format(time.TimeOnly))
+			} else {
+				fmt.Fprintf(tw, "role\t%s (configured %s)\n", s.Role, s.ConfiguredRole)
+			}
 			if s.RoleReason != "" {
 				fmt.Fprintf(tw, "why\t%s\n", s.RoleReason)
+			}
+			for _, c := range s.RoleCriteria {
+				mark := "no "
+				if c.Held {
+					mark = "yes"
+				}
+				fmt.Fprintf(tw, "  %s\t%s  %s\n", c.Name, mark, c.Detail)
+			}
+			if s.Relay == nil { // else printRelayStatus shows it
+				fmt.Fprintf(tw, "reachability\t%s\n", orDash(s.Reachability))
 			}
 			fmt.Fprintf(tw, "capacity\t%d\n", s.Capacity)
 			fmt.Fprintf(tw, "uptime\t%s\n", (time.Duration(s.UptimeSeconds) * time.Second).String())
@@ -57,7 +71,7 @@ func statusCommand() *cli.Command {
 			fmt.Fprintf(tw, "directory\t%d supernodes\n", s.DirectorySize)
 			fmt.Fprintf(tw, "ring version\t%s\n", orDash(s.RingVersion))
 			fmt.Fprintf(tw, "version\t%s\n", s.Version)
-			if s.Role == "ordinary" {
+			if s.Role == "ordinary" || s.Attachment != nil {
 				if a := s.Attachment; a != nil {
 					where := "away from home cluster"
 					if a.Home {
@@ -78,6 +92,7 @@ func statusCommand() *cli.Command {
 					fmt.Fprintf(tw, "semaphore %s\t%d/%d in use, %d acquired, %d refused\n", m.Name, m.InUse, m.Max, m.Acquired, m.Refused)
 				}
 			}
+			printRelayStatus(tw, s.Relay) // ping.go
 			for i, a := range s.Addrs {
 				label := ""
 				if i == 0 {
@@ -135,7 +150,7 @@ func writeSupernodes(w io.Writer, ss []localapi.Supernode) {
 			role += " until " + s.MegaUntil.UTC().Format(time.RFC3339)
 		}
 		fmt.Fprintf(tw, "%s%s\t%s\t%d/%d\t%d\t%s\t%s\n", s.ID, self, role, s.Load, s.Capacity,
-			int(s.Capacity)-int(s.Load), s.LastSeen.Format(time.TimeOnly), addr)
+			s.Spare, s.LastSeen.Format(time.TimeOnly), addr)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d supernodes\n", len(ss))

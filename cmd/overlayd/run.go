@@ -36,7 +36,7 @@ func runCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "listen", Usage: "multiaddr to listen on (repeatable)", Value: cli.NewStringSlice(d.Listen...), EnvVars: []string{"OVERLAYD_LISTEN"}},
 			&cli.StringSliceFlag{Name: "announce-addr", Usage: "multiaddr to announce instead of the listen addresses (repeatable; for NAT or containers)", EnvVars: []string{"OVERLAYD_ANNOUNCE_ADDR"}},
 			&cli.StringSliceFlag{Name: "bootstrap", Usage: "peer to join through, as /ip4/.../tcp/.../p2p/<peer-id> (repeatable)", EnvVars: []string{"OVERLAYD_BOOTSTRAP"}},
-			&cli.StringFlag{Name: "role", Usage: "ordinary, supernode or auto (auto acts as ordinary until automatic promotion exists)", Value: string(d.Role), EnvVars: []string{"OVERLAYD_ROLE"}},
+			&cli.StringFlag{Name: "role", Usage: "ordinary, supernode or auto (auto promotes and demotes itself by the --auto-* rules)", Value: string(d.Role), EnvVars: []string{"OVERLAYD_ROLE"}},
 			&cli.IntFlag{Name: "capacity", Usage: "ordinary nodes this node serves as a supernode", Value: d.Capacity, EnvVars: []string{"OVERLAYD_CAPACITY"}},
 			&cli.DurationFlag{Name: "announce-interval", Usage: "how often a supernode announces itself; entries expire after 3 missed intervals", Value: d.AnnounceInterval, EnvVars: []string{"OVERLAYD_ANNOUNCE_INTERVAL"}},
 			&cli.DurationFlag{Name: "keepalive", Usage: "session keepalive a supernode gives its clients; 3 silent intervals end a session", Value: d.Keepalive, EnvVars: []string{"OVERLAYD_KEEPALIVE"}},
@@ -48,7 +48,14 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "return-interval", Usage: "mean time between a failed-over client's attempts to move back home (jittered)", Value: d.ReturnInterval, EnvVars: []string{"OVERLAYD_RETURN_INTERVAL"}},
 			&cli.StringSliceFlag{Name: "operator-pubkey", Usage: "trusted operator public key (ed25519:...) for mega-supernode certificates (repeatable)", EnvVars: []string{"OVERLAYD_OPERATOR_PUBKEY"}},
 			&cli.StringFlag{Name: "mega-cert", Usage: "start as a mega-supernode with this certificate file (needs --role supernode)", EnvVars: []string{"OVERLAYD_MEGA_CERT"}},
-			&cli.DurationFlag{Name: "drain-period", Usage: "how long a demoted mega-supernode takes to hand extra clients back", Value: d.DrainPeriod, EnvVars: []string{"OVERLAYD_DRAIN_PERIOD"}},
+			&cli.DurationFlag{Name: "drain-period", Usage: "how long a demoted mega-supernode takes to hand extra clients back, and a demoted auto supernode all of them", Value: d.DrainPeriod, EnvVars: []string{"OVERLAYD_DRAIN_PERIOD"}},
+			&cli.DurationFlag{Name: "auto-min-uptime", Usage: "--role auto: uptime before the node may promote", Value: d.AutoMinUptime, EnvVars: []string{"OVERLAYD_AUTO_MIN_UPTIME"}},
+			&cli.IntFlag{Name: "auto-min-capacity", Usage: "--role auto: smallest --capacity that may promote", Value: d.AutoMinCapacity, EnvVars: []string{"OVERLAYD_AUTO_MIN_CAPACITY"}},
+			&cli.Float64Flag{Name: "auto-spare-low", Usage: "--role auto: promote while the supernodes' spare capacity per attached client is below this", Value: d.AutoSpareLow, EnvVars: []string{"OVERLAYD_AUTO_SPARE_LOW"}},
+			&cli.Float64Flag{Name: "auto-spare-high", Usage: "--role auto: demote while spare capacity per attached client stays above this (must exceed --auto-spare-low)", Value: d.AutoSpareHigh, EnvVars: []string{"OVERLAYD_AUTO_SPARE_HIGH"}},
+			&cli.DurationFlag{Name: "auto-promote-delay-min", Usage: "--role auto: shortest random wait, with the promotion criteria holding, before promoting", Value: d.AutoPromoteDelayMin, EnvVars: []string{"OVERLAYD_AUTO_PROMOTE_DELAY_MIN"}},
+			&cli.DurationFlag{Name: "auto-promote-delay-max", Usage: "--role auto: longest random wait before promoting (spreads eligible nodes over the window)", Value: d.AutoPromoteDelayMax, EnvVars: []string{"OVERLAYD_AUTO_PROMOTE_DELAY_MAX"}},
+			&cli.DurationFlag{Name: "auto-demote-after", Usage: "--role auto: a surplus must last a random time within [this, 2×this] before the node demotes", Value: d.AutoDemoteAfter, EnvVars: []string{"OVERLAYD_AUTO_DEMOTE_AFTER"}},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: d.LogLevel, EnvVars: []string{"OVERLAYD_LOG_LEVEL"}},
 			&cli.StringFlag{Name: "log-format", Usage: "text or json", Value: d.LogFormat, EnvVars: []string{"OVERLAYD_LOG_FORMAT"}},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "host:port for Prometheus /metrics (off when empty; loopback only unless --metrics-public)", EnvVars: []string{"OVERLAYD_METRICS_LISTEN"}},
@@ -105,6 +112,13 @@ func configFrom(c *cli.Context) (node.Config, error) {
 	set("operator-pubkey", func() { cfg.OperatorPubkeys = c.StringSlice("operator-pubkey") })
 	set("mega-cert", func() { cfg.MegaCert = c.String("mega-cert") })
 	set("drain-period", func() { cfg.DrainPeriod = c.Duration("drain-period") })
+	set("auto-min-uptime", func() { cfg.AutoMinUptime = c.Duration("auto-min-uptime") })
+	set("auto-min-capacity", func() { cfg.AutoMinCapacity = c.Int("auto-min-capacity") })
+	set("auto-spare-low", func() { cfg.AutoSpareLow = c.Float64("auto-spare-low") })
+	set("auto-spare-high", func() { cfg.AutoSpareHigh = c.Float64("auto-spare-high") })
+	set("auto-promote-delay-min", func() { cfg.AutoPromoteDelayMin = c.Duration("auto-promote-delay-min") })
+	set("auto-promote-delay-max", func() { cfg.AutoPromoteDelayMax = c.Duration("auto-promote-delay-max") })
+	set("auto-demote-after", func() { cfg.AutoDemoteAfter = c.Duration("auto-demote-after") })
 	set("log-level", func() { cfg.LogLevel = c.String("log-level") })
 	set("log-format", func() { cfg.LogFormat = c.String("log-format") })
 	set("metrics-listen", func() { cfg.MetricsListen = c.String("metrics-listen") })

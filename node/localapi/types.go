@@ -11,9 +11,18 @@ type Status struct {
 	PeerID string `json:"peer_id"`
 	// Role is the role the node plays now; ConfiguredRole what it was
 	// started with; RoleReason why they differ, or why the role holds.
-	Role           string    `json:"role"`
-	ConfiguredRole string    `json:"configured_role"`
-	RoleReason     string    `json:"role_reason,omitempty"`
+	Role           string `json:"role"`
+	ConfiguredRole string `json:"configured_role"`
+	RoleReason     string `json:"role_reason,omitempty"`
+	// RoleCriteria are the rules of --role auto as last evaluated (empty
+	// for a pinned role): each with whether it holds and its value.
+	RoleCriteria []RoleCriterion `json:"role_criteria,omitempty"`
+	// RoleChangedAt is when a --role auto node last promoted or began
+	// to demote itself.
+	RoleChangedAt *time.Time `json:"role_changed_at,omitempty"`
+	// Reachability is the node's public reachability: public, private
+	// or unknown (AutoNAT, or pinned).
+	Reachability   string    `json:"reachability"`
 	Capacity       int       `json:"capacity"`
 	Addrs          []string  `json:"addrs"`
 	StartedAt      time.Time `json:"started_at"`
@@ -31,6 +40,16 @@ type Status struct {
 	AttachedClients int `json:"attached_clients"`
 	// Mega is this node's certificate while it is a mega-supernode.
 	Mega *MegaCert `json:"mega,omitempty"`
+	// Relay is the reachability and circuit relay state (localapi/relay.go).
+	Relay *Relay `json:"relay,omitempty"`
+}
+
+// RoleCriterion is one rule of --role auto: whether it holds now, and the
+// figures it was decided on.
+type RoleCriterion struct {
+	Name   string `json:"name"`
+	Held   bool   `json:"held"`
+	Detail string `json:"detail"`
 }
 
 // MegaCert describes a mega-supernode certificate.
@@ -77,10 +96,13 @@ type Peer struct {
 
 // Supernode is one directory entry as this node sees it.
 type Supernode struct {
-	ID       string    `json:"id"`
-	Role     string    `json:"role"`
-	Capacity uint32    `json:"capacity"`
-	Load     uint32    `json:"load"`
+	ID       string `json:"id"`
+	Role     string `json:"role"`
+	Capacity uint32 `json:"capacity"`
+	Load     uint32 `json:"load"`
+	// Spare is Capacity - Load (negative while a supernode carries more
+	// than its capacity, as a demoted mega-supernode does briefly).
+	Spare    int64     `json:"spare"`
 	Addrs    []string  `json:"addrs"`
 	Seq      uint64    `json:"seq"`
 	LastSeen time.Time `json:"last_seen"`

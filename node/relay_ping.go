@@ -1,0 +1,315 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/protocol/pb"
+)
+
+// Reaching a peer through its supernode's relay: the locate protocol (a
+// client asks its supernode where a peer is attached) and ping.
+
+const (
+	// LocateService is the resource-manager service of the locate protocol.
+	LocateService = "overlayd.locate"
+	// maxLocateFrame bounds a locate request or answer: a peer ID, or a
+	// peer ID and a few addresses.
+	maxLocateFrame = 4 << 10
+	// locateTimeout bounds a locate round trip; the supernode may ask up
+	// to ClusterSize home members in turn.
+	locateTimeout = 8 * time.Second
+	// maxPingCount bounds the pings of one request.
+	maxPingCount = 20
+)
+
+// handleLocate serves a client attached here: where is peer X attached?
+func (n *Node) handleLocate(s network.Stream) {
+	if err := s.Scope().SetService(LocateService); err != nil {
+		s.Reset()
+		return
+	}
+	remote := s.Conn().RemotePeer()
+	if n.admission == nil || n.router == nil || !n.admission.Has(remote) {
+		n.log.Debug("locate refused: not attached here", "from", remote.ShortString())
+		s.Reset()
+		return
+	}
+	if err := s.Scope().ReserveMemory(2*maxLocateFrame, network.ReservationPriorityAlways); err != nil {
+		s.Reset()
+		return
+	}
+	defer s.Scope().ReleaseMemory(2 * maxLocateFrame)
+	_ = s.SetDeadline(n.now().Add(locateTimeout))
+	var req pb.LookupRequest
+	if err := protocol.NewFrameReader(s, maxLocateFrame).Read(&req); err != nil {
+		s.Reset()
+		return
+	}
+	target, err := peer.IDFromBytes(req.GetClient())
+	if err != nil {
+		s.Reset()
+		return
+	}
+	resp := &pb.LookupResponse{}
+	if loc, ok := n.router.Locate(target); ok {
+		resp.Found, resp.Location = true, []byte(loc)
+		for _, a := range n.addrsOf(loc) {
+			resp.LocationAddrs = append(resp.LocationAddrs, a.Bytes())
+		}
+	}
+	if err := protocol.WriteFrame(s, resp); err != nil {
+		s.Reset()
+		return
+	}
+	_ = s.Close()
+}
+
+// addrsOf returns the addresses of supernode p: this node's own, or the
+// directory's.
+func (n *Node) addrsOf(p peer.ID) []ma.Multiaddr {
+	if p == n.ID() {
+		return n.host.Addrs()
+	}
+	if e, ok := n.dir.Snapshot().Get(p); ok {
+		return e.Addrs
+	}
+	return nil
+}
+
+// ErrNotLocated is returned when no supernode knows where a peer is.
+var ErrNotLocated = errors.New("peer not located: not attached to any supernode")
+
+// Locate returns the supernode target is attached to and its addresses:
+// a supernode looks in its presence records; an ordinary node asks its
+// own supernode.
+func (n *Node) Locate(ctx context.Context, target peer.ID) (peer.AddrInfo, error) {
+	if n.router != nil {
+		loc, ok := n.router.Locate(target)
+		if !ok {
+			return peer.AddrInfo{}, ErrNotLocated
+		}
+		return peer.AddrInfo{ID: loc, Addrs: n.addrsOf(loc)}, nil
+	}
+	if n.attacher == nil {
+		return peer.AddrInfo{}, ErrNotAttached
+	}
+	sess := n.attacher.current()
+	if sess == nil {
+		return peer.AddrInfo{}, ErrNotAttached
+	}
+	ctx, cancel := context.WithTimeout(ctx, locateTimeout)
+	defer cancel()
+	s, err := n.host.NewStream(ctx, sess.peer, protocol.LocateID)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("locate: open stream: %w", err)
+	}
+	dl, _ := ctx.Deadline()
+	_ = s.SetDeadline(dl)
+	if err := protocol.WriteFrame(s, &pb.LookupRequest{Client: []byte(target)}); err != nil {
+		s.Reset()
+		return peer.AddrInfo{}, fmt.Errorf("locate: write: %w", err)
+	}
+	var resp pb.LookupResponse
+	if err := protocol.NewFrameReader(s, maxLocateFrame).Read(&resp); err != nil {
+		s.Reset()
+		return peer.AddrInfo{}, fmt.Errorf("locate: read answer: %w", err)
+	}
+	_ = s.Close()
+	if !resp.GetFound() {
+		return peer.AddrInfo{}, ErrNotLocated
+	}
+	loc, err := peer.IDFromBytes(resp.GetLocation())
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("locate: bad location: %w", err)
+	}
+	ai := peer.AddrInfo{ID: loc}
+	for _, b := range resp.GetLocationAddrs() {
+		if a, err := ma.NewMultiaddrBytes(b); err == nil {
+			ai.Addrs = append(ai.Addrs, a)
+		}
+	}
+	if len(ai.Addrs) == 0 {
+		ai.Addrs = n.addrsOf(loc)
+	}
+	return ai, nil
+}
+
+// circuitTo returns the relayed addresses of target through relay:
+// <relay addr>/p2p/<relay>/p2p-circuit, and the bare
+// /p2p/<relay>/p2p-circuit when relay's addresses are unknown.
+func circuitTo(relay peer.AddrInfo) []ma.Multiaddr {
+	tail, err := ma.NewMultiaddr("/p2p/" + relay.ID.String() + "/p2p-circuit")
+	if err != nil {
+		return nil
+	}
+	var out []ma.Multiaddr
+	for _, a := range relay.Addrs {
+		if len(a) > 0 {
+			out = append(out, a.Encapsulate(tail))
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, tail)
+	}
+	return out
+}
+
+// Ping pings target count times and reports the path. When this node has
+// no direct connection to target it locates target's supernode and
+// connects through that supernode's relay (a limited connection), pings
+// over it, then waits up to wait for hole punching (DCUtR) to open a
+// direct connection and, if it does, pings again over that.
+func (n *Node) Ping(ctx context.Context, target peer.ID, count int, wait time.Duration) (localapi.PingResponse, error) {
+	res := localapi.PingResponse{Peer: target.String()}
+	if target == n.ID() {
+		return res, fmt.Errorf("%w: cannot ping self", ErrInvalid)
+	}
+	count = min(max(count, 1), maxPingCount)
+	h := n.host
+	lctx := network.WithAllowLimitedConn(ctx, "overlayd ping")
+	if !hasDirectConn(h.Network(), target) {
+		relay, err := n.Locate(ctx, target)
+		if err != nil {
+			return res, err
+		}
+		res.Relay = relay.ID.String()
+		if relay.ID != n.ID() {
+			h.Peerstore().AddAddrs(relay.ID, relay.Addrs, time.Hour)
+		}
+		addrs := circuitTo(relay)
+		t0 := time.Now()
+		if err := h.Connect(lctx, peer.AddrInfo{ID: target, Addrs: addrs}); err != nil {
+			return res, fmt.Errorf("connect through relay %s: %w", relay.ID.ShortString(), err)
+		}
+		res.ConnectMs = ms(time.Since(t0))
+	}
+	rtts, conn, err := pingN(lctx, n, target, count)
+	if err != nil {
+		return res, err
+	}
+	res.RTTMs, res.Addr = rtts, conn.RemoteMultiaddr().String()
+	res.Path = "direct"
+	if conn.Stat().Limited {
+		res.Path = "relayed"
+	}
+	if res.Path == "direct" || wait <= 0 {
+		return res, nil
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for !hasDirectConn(h.Network(), target) {
+		select {
+		case <-ctx.Done():
+			return res, nil
+		case <-deadline.C:
+			return res, nil
+		case <-tick.C:
+		}
+	}
+	res.BecameDirect = true
+	drtts, dconn, err := pingN(ctx, n, target, count)
+	if err != nil {
+		return res, nil // the relayed pings stand
+	}
+	res.DirectRTTMs, res.DirectAddr = drtts, dconn.RemoteMultiaddr().String()
+	return res, nil
+}
+
+func hasDirectConn(nw network.Network, p peer.ID) bool {
+	for _, c := range nw.ConnsToPeer(p) {
+		if !c.Stat().Limited {
+			return true
+		}
+	}
+	return false
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// pingN runs count libp2p pings on one stream (the host picks the best
+// connection: a direct one before a limited one) and returns the round
+// trips and the connection used.
+func pingN(ctx context.Context, n *Node, target peer.ID, count int) ([]float64, network.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := n.host.NewStream(ctx, target, ping.ID)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ping: open stream: %w", err)
+	}
+	defer s.Close()
+	if err := s.Scope().SetService(ping.ServiceName); err != nil {
+		s.Reset()
+		return nil, nil, fmt.Errorf("ping: %w", err)
+	}
+	dl, _ := ctx.Deadline()
+	_ = s.SetDeadline(dl)
+	out := make([]float64, 0, count)
+	buf, got := make([]byte, ping.PingSize), make([]byte, ping.PingSize)
+	for range count {
+		_, _ = rand.Read(buf)
+		t0 := time.Now()
+		if _, err := s.Write(buf); err != nil {
+			s.Reset()
+			return nil, nil, fmt.Errorf("ping: write: %w", err)
+		}
+		if _, err := io.ReadFull(s, got); err != nil {
+			s.Reset()
+			return nil, nil, fmt.Errorf("ping: read: %w", err)
+		}
+		if !bytes.Equal(buf, got) {
+			s.Reset()
+			return nil, nil, errors.New("ping: wrong echo")
+		}
+		out = append(out, ms(time.Since(t0)))
+	}
+	return out, s.Conn(), nil
+}
+
+// relayRoutes adds the relay endpoints of the local API:
+//
+//	POST /v1/ping    PingRequest → PingResponse
+func (n *Node) relayRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/ping", func(w http.ResponseWriter, r *http.Request) {
+		var req localapi.PingRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		target, err := peer.Decode(req.Peer)
+		if err != nil {
+			localapi.WriteError(w, http.StatusBadRequest, fmt.Errorf("%q is not a peer ID: %v", req.Peer, err))
+			return
+		}
+		wait := time.Duration(min(max(req.WaitMs, 0), 60_000)) * time.Millisecond
+		res, err := n.Ping(r.Context(), target, req.Count, wait)
+		if err != nil {
+			status := http.StatusBadGateway
+			switch {
+			case errors.Is(err, ErrInvalid):
+				status = http.StatusBadRequest
+			case errors.Is(err, ErrNotLocated):
+				status = http.StatusNotFound
+			case errors.Is(err, ErrNotAttached):
+				status = http.StatusServiceUnavailable
+			}
+			localapi.WriteError(w, status, fmt.Errorf("ping %s: %w", target, err))
+			return
+		}
+		localapi.WriteJSON(w, res)
+	})
+}

@@ -1,0 +1,295 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/overlay/ring"
+	"github.com/overlayd/overlayd/protocol"
+)
+
+// The driver of --role auto. An auto node builds both sides at Start: the
+// client (attacher and messenger) and the supernode machinery (semaphores,
+// admission, router, fanout engine, announcer), so no field changes after
+// Start. The atomic serving flag says which role it plays:
+//
+//   - ordinary (serving false): admission is closed (an attach is answered
+//     REDIRECT with alternatives), nothing is announced, the node does not
+//     keep the supernode mesh.
+//   - supernode (serving true): admission is open, the announce and mesh
+//     loops run, and the circuit relay service runs.
+//
+// The client side keeps running in both roles: a promoted auto node stays
+// attached, as a client, to another supernode, so Send, Publish,
+// JoinGroup and Listen work the same in both roles and a role change
+// loses no message (a pinned supernode has no client side at all).
+//
+// One goroutine, roleLoop, evaluates DecideRole and makes every role
+// change, so promotions and demotions never overlap.
+
+// roleRun is what status shows of the driver. Guarded by mu.
+type roleRun struct {
+	mu        sync.Mutex
+	last      RoleDecision
+	evaluated bool
+	draining  int    // clients left to drain while demoting
+	drainWhy  string // the demotion's reason
+	// changedAt and changeWhy are the last role change and the
+	// criteria it was made on.
+	changedAt time.Time
+	changeWhy string
+}
+
+// noteChange records a role change made on d.
+func (n *Node) noteChange(d RoleDecision) {
+	why := d.Reason
+	for _, c := range d.Criteria {
+		if c.Name == CritNeeded || c.Name == CritSurplus {
+			why += "; " + c.Detail
+		}
+	}
+	n.role.mu.Lock()
+	n.role.changedAt, n.role.changeWhy = n.now(), why
+	n.role.mu.Unlock()
+}
+
+// roleTick is how often an auto node evaluates its role besides on
+// directory changes: a quarter of the announce interval, within
+// [20 ms, 5 s].
+func roleTick(interval time.Duration) time.Duration {
+	return min(max(interval/4, 20*time.Millisecond), 5*time.Second)
+}
+
+// roleLoop evaluates the role rules on every directory change and every
+// roleTick, and carries out promotions and demotions.
+func (n *Node) roleLoop(ctx context.Context) {
+	changes, cancel := n.dir.Subscribe()
+	defer cancel()
+	tick := time.NewTicker(roleTick(n.cfg.AnnounceInterval))
+	defer tick.Stop()
+	rng := rand.New(rand.NewPCG(n.seed(), n.seed()))
+	policy := n.cfg.rolePolicy()
+	var st RoleState
+	var svc *roleService
+	defer func() {
+		if svc != nil {
+			svc.stop()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-changes:
+		case <-tick.C:
+		}
+		if c, ok := n.MegaCert(); ok {
+			// An operator made this node a mega-supernode: the certificate
+			// pins the role until it is demoted.
+			n.setRoleDecision(RoleDecision{Reason: fmt.Sprintf("mega-supernode by operator certificate %d", c.Serial)})
+			st = RoleState{}
+			continue
+		}
+		var dec RoleDecision
+		dec, st = DecideRole(policy, n.roleInput(), st, rng)
+		n.setRoleDecision(dec)
+		switch dec.Action {
+		case RolePromote:
+			n.log.Info("auto role: promoting to supernode", "why", dec.Reason)
+			n.noteChange(dec)
+			n.m.roleChanges.WithLabelValues("supernode").Inc()
+			svc = n.promoteAuto(ctx)
+		case RoleDemote:
+			n.log.Info("auto role: demoting to ordinary", "why", dec.Reason, "drain", n.cfg.DrainPeriod)
+			n.noteChange(dec)
+			n.m.roleChanges.WithLabelValues("ordinary").Inc()
+			n.demoteAuto(ctx, svc, dec.Reason)
+			svc = nil
+		}
+	}
+}
+
+// roleInput gathers DecideRole's input: the directory, with this node's
+// own entry taken from its live state (present with its capacity and
+// load while serving, absent otherwise).
+func (n *Node) roleInput() RoleInput {
+	snap := n.dir.Snapshot()
+	self := n.ID()
+	serving := n.serving.Load()
+	es := make([]RoleEntry, 0, snap.Len()+1)
+	for _, e := range snap.Entries {
+		if e.ID == self {
+			continue
+		}
+		es = append(es, RoleEntry{ID: e.ID, Mega: e.Role == protocol.RoleMega, Capacity: int(e.Capacity), Load: int(e.Load)})
+	}
+	if serving {
+		es = append(es, RoleEntry{ID: self, Capacity: n.cfg.Capacity, Load: n.load()})
+	}
+	now := n.now()
+	return RoleInput{
+		Now:          now,
+		Serving:      serving,
+		Reachability: n.Reachability(),
+		Uptime:       now.Sub(n.started),
+		Capacity:     n.cfg.Capacity,
+		Self:         self,
+		Supernodes:   es,
+		Home:         homeWithout(n.rings.Load(), self),
+	}
+}
+
+// homeWithout is self's home cluster on r as if self were not a member:
+// the first ClusterSize distinct members after hash(self) other than self
+// (removing a member from a consistent-hash ring leaves the order of the
+// others unchanged).
+func homeWithout(r *ring.Ring, self peer.ID) []peer.ID {
+	if r == nil {
+		return nil
+	}
+	out := make([]peer.ID, 0, ClusterSize)
+	for _, s := range r.LookupN([]byte(self), ClusterSize+1, nil) {
+		if p, err := peer.Decode(s); err == nil && p != self && len(out) < ClusterSize {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (n *Node) setRoleDecision(d RoleDecision) {
+	n.role.mu.Lock()
+	n.role.last, n.role.evaluated = d, true
+	n.role.mu.Unlock()
+}
+
+// roleService is the supernode's announce and mesh loops, started on
+// promotion and stopped, and waited for, before the departure
+// announcement of a demotion (so that none follows it).
+type roleService struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func (s *roleService) stop() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// promoteAuto makes this auto node a supernode: admission opens, the
+// relay starts, and the announce loop announces at once.
+func (n *Node) promoteAuto(ctx context.Context) *roleService {
+	if err := n.announcer.SetRole(protocol.RoleSupernode, n.cfg.Capacity); err != nil {
+		n.log.Error("auto role: announcer", "err", err)
+	}
+	n.admission.SetOpen(true)
+	n.serving.Store(true)
+	if err := n.roleStartRelay(); err != nil {
+		n.log.Warn("auto role: relay service", "err", err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	svc := &roleService{cancel: cancel}
+	svc.wg.Add(2)
+	n.goLoop(func() { defer svc.wg.Done(); n.announceLoop(sctx) })
+	n.goLoop(func() { defer svc.wg.Done(); n.meshLoop(sctx) })
+	return svc
+}
+
+// demoteAuto returns this node to the ordinary role without dropping its
+// clients at once: admission closes (new clients are redirected), the
+// node keeps announcing with a capacity equal to its remaining load (so
+// the network counts no spare room here and the clients are still
+// counted), hands its clients to other supernodes over DrainPeriod, and
+// only then stops announcing with a departure announcement.
+func (n *Node) demoteAuto(ctx context.Context, svc *roleService, why string) {
+	n.admission.SetOpen(false)
+	shrink := func(load int) {
+		n.role.mu.Lock()
+		n.role.draining, n.role.drainWhy = load, why
+		n.role.mu.Unlock()
+		_ = n.announcer.SetRole(protocol.RoleSupernode, max(load, 1))
+	}
+	shrink(n.load())
+	if err := n.publishAnnouncement(ctx, false); err != nil && ctx.Err() == nil {
+		n.log.Warn("auto role: announce demotion", "err", err)
+	}
+	n.drainTo(ctx, n.cfg.DrainPeriod, 0, "supernode demoted: "+why, shrink)
+	if ctx.Err() != nil {
+		// Closing: Close announces the departure and drains the rest.
+		return
+	}
+	if svc != nil {
+		svc.stop()
+	}
+	n.serving.Store(false)
+	n.announceDeparture(ctx)
+	n.roleStopRelay()
+	_ = n.announcer.SetRole(protocol.RoleSupernode, n.cfg.Capacity)
+	n.role.mu.Lock()
+	n.role.draining, n.role.drainWhy = 0, ""
+	n.role.mu.Unlock()
+	n.log.Info("auto role: now ordinary")
+}
+
+// drainTo detaches the clients above keep in ten even steps over period;
+// each Detach spreads its client's move over one step, so they never all
+// move in the same instant. each, if set, is told the load before every
+// step and once at the end.
+func (n *Node) drainTo(ctx context.Context, period time.Duration, keep int, reason string, each func(load int)) {
+	const steps = 10
+	step := max(period/steps, time.Millisecond)
+	for i := range steps {
+		load := n.admission.Load()
+		if each != nil {
+			each(load)
+		}
+		excess := load - keep
+		if excess <= 0 {
+			return
+		}
+		k := (excess + (steps - i) - 1) / (steps - i) // spread what is left over the steps left
+		n.admission.Drain(k, reason, step)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(step):
+		}
+	}
+	if each != nil {
+		each(n.admission.Load())
+	}
+}
+
+// roleStartRelay and roleStopRelay run the circuit relay service of the
+// supernode role (relay.go) on promotion and demotion.
+func (n *Node) roleStartRelay() error { return n.startRelay() }
+
+func (n *Node) roleStopRelay() { n.stopRelay() }
+
+// roleChangedAt is when the auto role last changed (zero if never).
+func (n *Node) roleChangedAt() time.Time {
+	n.role.mu.Lock()
+	defer n.role.mu.Unlock()
+	return n.role.changedAt
+}
+
+// autoRole reports the auto role's state for Role and Status.
+func (n *Node) autoRole() (Role, string, []RoleCriterion) {
+	n.role.mu.Lock()
+	defer n.role.mu.Unlock()
+	r := RoleOrdinary
+	if n.serving.Load() {
+		r = RoleSupernode
+	}
+	switch {
+	case n.role.draining > 0 || n.role.drainWhy != "":
+		return r, fmt.Sprintf("auto: demoting (%s), handing %d clients to other supernodes", n.role.drainWhy, n.role.draining), n.role.last.Criteria
+	case !n.role.evaluated:
+		return r, "auto: role not evaluated yet", nil
+	}
+	return r, "auto: " + n.role.last.Reason, n.role.last.Criteria
+}
