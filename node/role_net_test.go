@@ -457,3 +457,45 @@ func maxTime(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// TestAllAutoNetworkFormsItsTier: a network in which every node runs
+// --role auto, with no supernode at the start, forms its own supernode
+// tier. Six public auto nodes (capacity 10) and six private ones bootstrap
+// through the first. With no supernode, every home cluster is short, so
+// public nodes promote (spread by their random delays) until the ring
+// holds a full cluster of 3; 30 slots for at most 9 clients is well above
+// the spare mark, so no more are needed, and a surplus never demotes below
+// a full cluster. The private nodes never promote; every node that stays
+// ordinary attaches.
+func TestAllAutoNetworkFormsItsTier(t *testing.T) {
+	start := time.Now()
+	first := startClientConfig(t, autoConfig(t, "", 10), WithReachability(network.ReachabilityPublic))
+	boot := p2pAddr(first)
+	publics := []*Node{first}
+	for range 5 {
+		publics = append(publics, startClientConfig(t, autoConfig(t, boot, 10), WithReachability(network.ReachabilityPublic)))
+	}
+	var privates []*Node
+	for range 6 {
+		privates = append(privates, startClientConfig(t, autoConfig(t, boot, 10), WithReachability(network.ReachabilityPrivate)))
+	}
+	watchRoles(t, publics, start)
+	k := stableFor(t, 60*time.Second, 4*time.Second, "the auto tier settles", func() int {
+		if !allAttached(privates) {
+			return -1
+		}
+		return serving(publics)
+	})
+	t.Logf("every node auto: %d of 6 public nodes promoted; tier stable and the private nodes attached %v after start", k, time.Since(start))
+	if k < ClusterSize || k > ClusterSize+1 {
+		t.Fatalf("%d auto supernodes; want a full home cluster of %d (one more at most)", k, ClusterSize)
+	}
+	if serving(privates) != 0 {
+		t.Fatal("a private auto node promoted")
+	}
+	for _, p := range privates {
+		if st := p.Status(); st.Role != "ordinary" {
+			t.Fatalf("private node role %q", st.Role)
+		}
+	}
+}
