@@ -353,6 +353,22 @@ func newRelayMetrics(reg prometheus.Registerer, rs *relayState) (*relayMetrics, 
 			return 0
 		}),
 	}
+	// Relay refusals are admission refusals: they also appear in the
+	// semaphores' refused_total family, as relay_reservation and
+	// relay_circuit (a reservation from a stranger counts with the
+	// reservations).
+	for name, count := range map[string]func() uint64{
+		"relay_reservation": func() uint64 {
+			return m.refusedCount(refusedReservation) + m.refusedCount(refusedNotAttached)
+		},
+		"relay_circuit": func() uint64 { return m.refusedCount(refusedCircuit) },
+	} {
+		c, err := capacity.RefusalCollector(name, count)
+		if err != nil {
+			return nil, err
+		}
+		cs = append(cs, c)
+	}
 	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -34,6 +34,30 @@ func relayService(n *Node) (reservations, circuits int) {
 	return s.Reservations, s.Circuits
 }
 
+// semaphoreRefused reads overlayd_supernode_semaphore_refused_total for one
+// semaphore label from the node's registry.
+func semaphoreRefused(t *testing.T, n *Node, name string) float64 {
+	t.Helper()
+	mfs, err := n.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "overlayd_supernode_semaphore_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "semaphore" && l.GetValue() == name {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no refused_total series for semaphore %q", name)
+	return 0
+}
+
 func refused(n *Node, kind string) float64 {
 	return testutil.ToFloat64(n.relay.m.refused.WithLabelValues(kind))
 }
@@ -183,6 +207,9 @@ func TestRelayRefusalsCounted(t *testing.T) {
 		}
 		if got := refused(sn, refusedCircuit); got != 1 {
 			t.Fatalf("circuit refusals %v, want 1", got)
+		}
+		if got := semaphoreRefused(t, sn, "relay_circuit"); got != 1 {
+			t.Fatalf("admission refusals (semaphore family) for relay_circuit %v, want 1", got)
 		}
 		// A stranger (not attached) cannot reserve.
 		h := rawHost(t)

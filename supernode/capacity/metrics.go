@@ -65,3 +65,31 @@ func Register(reg prometheus.Registerer, sems ...*Semaphore) error {
 	}
 	return nil
 }
+
+// refusalCollector exports refusals made outside a Semaphore (by a limit
+// that another library enforces, such as go-libp2p's circuit relay) as
+// the semaphore family's refused_total series, so that a dashboard summing
+// refusals over semaphores counts them as admission refusals too.
+type refusalCollector struct {
+	desc  *prometheus.Desc
+	count func() uint64
+}
+
+// RefusalCollector returns a collector of one series,
+// overlayd_supernode_semaphore_refused_total{semaphore=name}, read from
+// count. name must not be a Semaphore's name on the same registry.
+func RefusalCollector(name string, count func() uint64) (prometheus.Collector, error) {
+	if err := validateName(name); err != nil {
+		return nil, err
+	}
+	if count == nil {
+		return nil, fmt.Errorf("capacity: refusal collector %q: nil count", name)
+	}
+	return &refusalCollector{desc: newDescs(name).refused, count: count}, nil
+}
+
+func (r *refusalCollector) Describe(ch chan<- *prometheus.Desc) { ch <- r.desc }
+
+func (r *refusalCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(r.desc, prometheus.CounterValue, float64(r.count()))
+}
