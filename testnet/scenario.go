@@ -341,6 +341,26 @@ func (r *Run) reattach(label string, since time.Time, limit time.Duration) {
 		fmt.Sprintf("%d/%d after %v", a, tot, took.Round(10*time.Millisecond)), err == nil)
 }
 
+// settleHome waits (a bounded time, without a criterion) until every
+// client is attached in its home cluster again, so that the messages that
+// follow are not in flight while their members move: a group message
+// forwarded to the supernode a member just left is lost (see
+// docs/ARCHITECTURE.md, Messaging). It records how long that took.
+func (r *Run) settleHome(label string, since time.Time) {
+	r.Phase("settling " + label)
+	ctx, cancel := r.within(3*r.cfg.ReturnInterval + 5*time.Second)
+	defer cancel()
+	_ = poll(ctx, 50*time.Millisecond, func() bool {
+		for _, c := range r.Net.Clients() {
+			if a := c.Status().Attachment; a == nil || !a.Home {
+				return false
+			}
+		}
+		return true
+	})
+	r.Figure(label+"_home_seconds", time.Since(since).Seconds())
+}
+
 // capacityHeld checks that no regular supernode ever held more clients
 // than its capacity in the samples from t on (a mega's own certificate
 // capacity is checked the same way while it is a mega).
@@ -642,6 +662,7 @@ func runPartition(r *Run) error {
 	r.Check("rings agree after the heal", fmt.Sprintf("every directory complete and rings agree within %v", limit),
 		fmt.Sprintf("%s after %v", errText(err), time.Since(h).Round(10*time.Millisecond)), err == nil)
 	r.reattach("heal", h, limit)
+	r.settleHome("heal", h)
 	r.messages("after the heal", 5, 5, 20*time.Second)
 	r.capacityHeld(0)
 	return r.ctx.Err()
