@@ -462,11 +462,7 @@ func (c *attacher) keep(ctx context.Context, sess *clientSession) sessionEnd {
 		sess.s.Reset()
 	}()
 
-	type frame struct {
-		f   *pb.SessionFrame
-		err error
-	}
-	frames := make(chan frame, 1)
+	frames := make(chan sessionFrame, 1)
 	readCtx, stopRead := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
@@ -481,7 +477,7 @@ func (c *attacher) keep(ctx context.Context, sess *clientSession) sessionEnd {
 			f := &pb.SessionFrame{}
 			err := sess.fr.Read(f)
 			select {
-			case frames <- frame{f, err}:
+			case frames <- sessionFrame{f, err}:
 			case <-readCtx.Done():
 				return
 			}
@@ -555,11 +551,62 @@ func (c *attacher) keep(ctx context.Context, sess *clientSession) sessionEnd {
 					continue
 				}
 				if next := c.tryReturn(ctx); next != nil {
+					// Make before break: join the groups on the new
+					// session first and keep taking frames from the old
+					// one while the membership record reaches the group
+					// homes, so that a group message a home still sends to
+					// the old supernode arrives (the messenger drops the
+					// copy that may also come through the new one).
+					c.n.msg.sessionStarted(next)
+					c.linger(ctx, sess, next, frames, returnLinger)
 					c.sendDetach(sess, "returning home")
 					c.n.m.returns.Inc()
 					c.n.log.Info("moved back to home cluster", "from", sess.peer.ShortString(), "to", next.peer.ShortString())
 					return sessionEnd{reason: "returned home", next: next}
 				}
+			}
+		}
+	}
+}
+
+// sessionFrame is one frame read from a session, or the read's error.
+type sessionFrame struct {
+	f   *pb.SessionFrame
+	err error
+}
+
+// returnLinger is how long a client moving home keeps reading its old
+// session after joining its groups on the new one: long enough for the
+// membership record to reach the group homes and for what they sent to the
+// old supernode meanwhile to arrive, with room for a loaded machine. The
+// old slot is held that much longer.
+const returnLinger = time.Second
+
+// linger hands the old session's messages to the messenger for d, or
+// until the old session ends, keeping the new session alive meanwhile
+// (its frames wait in the supernode's outbox and are read once keep
+// starts on it, so every message still arrives in order).
+func (c *attacher) linger(ctx context.Context, old, next *clientSession, frames <-chan sessionFrame, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	ping := time.NewTicker(max(next.keepalive/2, time.Millisecond))
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
+		case <-ping.C:
+			_ = next.write(c.n.now(), &pb.SessionFrame{Kind: &pb.SessionFrame_Ping{Ping: &pb.Ping{}}})
+		case fr := <-frames:
+			if fr.err != nil {
+				return
+			}
+			switch fr.f.GetKind().(type) {
+			case *pb.SessionFrame_Pong, *pb.SessionFrame_Detach:
+			default:
+				c.n.msg.handle(old, fr.f)
 			}
 		}
 	}

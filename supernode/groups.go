@@ -41,6 +41,17 @@ func (hg *homeGroup) join(m, sn peer.ID, expires time.Time) {
 	hg.bySN[sn]++
 }
 
+// refresh renews a standing membership. Where the member is recorded at
+// another supernode and that record has not expired, the member has moved
+// and this is its old supernode's refresh, sent before it saw the member
+// leave: ignoring it keeps the member where its fresh join put it.
+func (hg *homeGroup) refresh(m, sn peer.ID, expires, now time.Time) {
+	if old, ok := hg.at[m]; ok && old != sn && now.Before(hg.seen[m]) {
+		return
+	}
+	hg.join(m, sn, expires)
+}
+
 func (hg *homeGroup) leave(m, sn peer.ID) {
 	if hg.at[m] != sn {
 		return
@@ -64,6 +75,9 @@ type membershipUpdate struct {
 	group  string
 	member peer.ID
 	join   bool
+	// refresh: a periodic re-send, which must not move a member that a
+	// fresh join recorded at another supernode (see homeGroup.refresh).
+	refresh bool
 }
 
 func validGroup(g string) error {
@@ -127,7 +141,7 @@ func (r *Router) sendMembership(ups []membershipUpdate) {
 		if !ok {
 			continue
 		}
-		batches[h] = append(batches[h], &pb.MembershipRecord{Group: u.group, Member: []byte(u.member), Supernode: []byte(self), Join: u.join})
+		batches[h] = append(batches[h], &pb.MembershipRecord{Group: u.group, Member: []byte(u.member), Supernode: []byte(self), Join: u.join, Refresh: u.refresh})
 	}
 	for h, recs := range batches {
 		for len(recs) > 0 {
@@ -163,9 +177,12 @@ func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
 			r.homes[rec.GetGroup()] = hg
 		}
 		hg.lastUse = now
-		if rec.GetJoin() {
+		switch {
+		case rec.GetJoin() && rec.GetRefresh():
+			hg.refresh(m, from, expires, now)
+		case rec.GetJoin():
 			hg.join(m, from, expires)
-		} else {
+		default:
 			hg.leave(m, from)
 		}
 	}

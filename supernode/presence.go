@@ -252,7 +252,7 @@ func (r *Router) refresh() {
 	}
 	for c, gs := range r.joined {
 		for g := range gs {
-			mems = append(mems, membershipUpdate{group: g, member: c, join: true})
+			mems = append(mems, membershipUpdate{group: g, member: c, join: true, refresh: true})
 		}
 	}
 	for c, p := range r.presence {

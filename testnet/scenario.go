@@ -248,6 +248,14 @@ func (r *Run) within(d time.Duration) (context.Context, context.CancelFunc) {
 
 // --- steps shared by scenarios ---
 
+// formLimit is how long a network may take to form: 30 s, plus 50 ms per
+// node beyond a hundred (a thousand-node network takes tens of seconds on
+// two cores).
+func (r *Run) formLimit() time.Duration {
+	nodes := r.cfg.Supernodes + r.cfg.Megas + r.cfg.Clients
+	return 30*time.Second + time.Duration(max(0, nodes-100))*50*time.Millisecond
+}
+
 // form waits until the directories converge and every client is attached,
 // and checks it happened within limit.
 func (r *Run) form(limit time.Duration) {
@@ -341,26 +349,6 @@ func (r *Run) reattach(label string, since time.Time, limit time.Duration) {
 		fmt.Sprintf("%d/%d after %v", a, tot, took.Round(10*time.Millisecond)), err == nil)
 }
 
-// settleHome waits (a bounded time, without a criterion) until every
-// client is attached in its home cluster again, so that the messages that
-// follow are not in flight while their members move: a group message
-// forwarded to the supernode a member just left is lost (see
-// docs/ARCHITECTURE.md, Messaging). It records how long that took.
-func (r *Run) settleHome(label string, since time.Time) {
-	r.Phase("settling " + label)
-	ctx, cancel := r.within(3*r.cfg.ReturnInterval + 5*time.Second)
-	defer cancel()
-	_ = poll(ctx, 50*time.Millisecond, func() bool {
-		for _, c := range r.Net.Clients() {
-			if a := c.Status().Attachment; a == nil || !a.Home {
-				return false
-			}
-		}
-		return true
-	})
-	r.Figure(label+"_home_seconds", time.Since(since).Seconds())
-}
-
 // capacityHeld checks that no regular supernode ever held more clients
 // than its capacity in the samples from t on (a mega's own certificate
 // capacity is checked the same way while it is a mega).
@@ -384,7 +372,7 @@ func (r *Run) capacityHeld(from float64) {
 // --- scenarios ---
 
 func runSteady(r *Run) error {
-	r.form(30 * time.Second)
+	r.form(r.formLimit())
 	r.messages("steady", 10, 10, 20*time.Second)
 	r.capacityHeld(0)
 	return r.ctx.Err()
@@ -395,7 +383,7 @@ func runSteady(r *Run) error {
 func runTour(r *Run) error {
 	if r.cfg.Megas < 1 {
 		// Without megas the tour is an outage and a restart.
-		r.form(30 * time.Second)
+		r.form(r.formLimit())
 		r.messages("before the outage", 5, 5, 20*time.Second)
 		if err := outage(r, 0.3); err != nil {
 			return err
@@ -446,7 +434,7 @@ func outage(r *Run, frac float64) error {
 }
 
 func runOutage(r *Run) error {
-	r.form(30 * time.Second)
+	r.form(r.formLimit())
 	if err := outage(r, 0.3); err != nil {
 		return err
 	}
@@ -456,7 +444,7 @@ func runOutage(r *Run) error {
 }
 
 func runChurn(r *Run) error {
-	r.form(30 * time.Second)
+	r.form(r.formLimit())
 	r.Phase("churn")
 	from := r.now()
 	const rounds = 16
@@ -495,7 +483,7 @@ func runChurn(r *Run) error {
 }
 
 func runStorm(r *Run) error {
-	r.form(30 * time.Second)
+	r.form(r.formLimit())
 	r.Phase("storm")
 	from := r.now()
 	opened, err := r.Net.Storm(r.ctx)
@@ -529,7 +517,7 @@ func recovery(r *Run, tour bool) error {
 	if r.cfg.Megas < 1 {
 		return errors.New("testnet: the recovery scenario needs --megas of at least 1")
 	}
-	r.form(30 * time.Second)
+	r.form(r.formLimit())
 	if tour {
 		r.messages("before the outage", 5, 5, 20*time.Second)
 	}
@@ -600,7 +588,7 @@ func runPartition(r *Run) error {
 	if r.cfg.Supernodes < 2 {
 		return errors.New("testnet: the partition scenario needs at least 2 supernodes")
 	}
-	r.form(30 * time.Second)
+	r.form(r.formLimit())
 	r.Phase("partition")
 	t := time.Now()
 	r.Net.Partition()
@@ -662,7 +650,6 @@ func runPartition(r *Run) error {
 	r.Check("rings agree after the heal", fmt.Sprintf("every directory complete and rings agree within %v", limit),
 		fmt.Sprintf("%s after %v", errText(err), time.Since(h).Round(10*time.Millisecond)), err == nil)
 	r.reattach("heal", h, limit)
-	r.settleHome("heal", h)
 	r.messages("after the heal", 5, 5, 20*time.Second)
 	r.capacityHeld(0)
 	return r.ctx.Err()

@@ -1976,11 +1976,17 @@ func (x *PresenceBatch) GetRecords() []*PresenceRecord {
 
 // MembershipRecord says a client joined or left a group at a supernode.
 type MembershipRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Member        []byte                 `protobuf:"bytes,2,opt,name=member,proto3" json:"member,omitempty"`
-	Supernode     []byte                 `protobuf:"bytes,3,opt,name=supernode,proto3" json:"supernode,omitempty"`
-	Join          bool                   `protobuf:"varint,4,opt,name=join,proto3" json:"join,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Group     string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Member    []byte                 `protobuf:"bytes,2,opt,name=member,proto3" json:"member,omitempty"`
+	Supernode []byte                 `protobuf:"bytes,3,opt,name=supernode,proto3" json:"supernode,omitempty"`
+	Join      bool                   `protobuf:"varint,4,opt,name=join,proto3" json:"join,omitempty"`
+	// refresh marks a periodic re-send of a standing membership. A home
+	// applies it only where the member is not recorded at another supernode:
+	// a member that just moved (a fresh join at its new supernode) is not
+	// pulled back by its old supernode's refresh before that one has seen
+	// the member leave.
+	Refresh       bool `protobuf:"varint,5,opt,name=refresh,proto3" json:"refresh,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2039,6 +2045,13 @@ func (x *MembershipRecord) GetSupernode() []byte {
 func (x *MembershipRecord) GetJoin() bool {
 	if x != nil {
 		return x.Join
+	}
+	return false
+}
+
+func (x *MembershipRecord) GetRefresh() bool {
+	if x != nil {
+		return x.Refresh
 	}
 	return false
 }
@@ -2510,12 +2523,13 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"sessionSeq\x12\x1a\n" +
 	"\battached\x18\x04 \x01(\bR\battached\"F\n" +
 	"\rPresenceBatch\x125\n" +
-	"\arecords\x18\x01 \x03(\v2\x1b.overlayd.v1.PresenceRecordR\arecords\"r\n" +
+	"\arecords\x18\x01 \x03(\v2\x1b.overlayd.v1.PresenceRecordR\arecords\"\x8c\x01\n" +
 	"\x10MembershipRecord\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06member\x18\x02 \x01(\fR\x06member\x12\x1c\n" +
 	"\tsupernode\x18\x03 \x01(\fR\tsupernode\x12\x12\n" +
-	"\x04join\x18\x04 \x01(\bR\x04join\"J\n" +
+	"\x04join\x18\x04 \x01(\bR\x04join\x12\x18\n" +
+	"\arefresh\x18\x05 \x01(\bR\arefresh\"J\n" +
 	"\x0fMembershipBatch\x127\n" +
 	"\arecords\x18\x01 \x03(\v2\x1d.overlayd.v1.MembershipRecordR\arecords\"=\n" +
 	"\rLookupRequest\x12\x16\n" +

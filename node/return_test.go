@@ -1,0 +1,142 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestReturnHomeLosesNoGroupMessage: a member moving back to its home
+// cluster while a group is published to continuously receives every
+// message. It joins the group on its new session before it leaves the old
+// one, and reads the old one until the membership has moved, so a message
+// the group's home still sends to the old supernode arrives.
+func TestReturnHomeLosesNoGroupMessage(t *testing.T) {
+	// Five supernodes of capacity 1: the member's home cluster is three of
+	// them, each filled by a blocker, so the member starts on one of the
+	// other two and the publisher takes the last.
+	sns := supernodes(t, 5, 1)
+	boot := p2pAddr(sns[0])
+	mkey, mid := newKey(t)
+	homeIDs := HomeCluster(sns[0].Ring(), mid)
+	var blockers []*Node
+	for _, h := range homeIDs {
+		sn := byID(sns, h)
+		b := startClientConfig(t, attachConfig(t, RoleOrdinary, boot), WithIdentity(keyHomedAt(t, sns, sn)))
+		waitFor(t, 5*time.Second, "blocker at the member's home", func() bool { return b.attachmentForTest() == h })
+		blockers = append(blockers, b)
+	}
+	home := byID(sns, homeIDs[0])
+	mc := attachConfig(t, RoleOrdinary, boot)
+	mc.ReturnInterval = 200 * time.Millisecond
+	member := startClientConfig(t, mc, WithIdentity(mkey))
+	waitFor(t, 10*time.Second, "member away from home", func() bool {
+		a := member.attachmentForTest()
+		return a != "" && !slices.Contains(homeIDs, a)
+	})
+	blocker := blockers[0]
+	away := member.attachmentForTest()
+	publisher := startClient(t, p2pAddr(home))
+	waitFor(t, 5*time.Second, "publisher attached", func() bool { return publisher.attachmentForTest() != "" })
+	l, err := member.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const group = "moving"
+	for _, n := range []*Node{member, publisher} {
+		if err := n.JoinGroup(group); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	waitFor(t, 5*time.Second, "home knows both", func() bool {
+		ms, err := publisher.GroupMembers(ctx, group)
+		return err == nil && len(ms) == 2
+	})
+
+	// Read as it arrives: a listener drops what it cannot buffer.
+	var mu sync.Mutex
+	seen := map[uint64]bool{}
+	epochs := map[uint64]bool{}
+	var others []Inbound
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		for in := range l.C {
+			mu.Lock()
+			if in.Kind == "group" {
+				seen[in.Seq] = true
+				epochs[in.Epoch] = true
+			} else {
+				others = append(others, in)
+			}
+			mu.Unlock()
+		}
+	}()
+
+	// Publish from 4 goroutines until the member has moved home and a
+	// little after; then free the home slot.
+	var published atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := publisher.Publish(ctx, group, []byte("x")); err == nil {
+					published.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(200 * time.Millisecond) // publishing before the move; not synchronisation
+	blocker.Close()
+	waitFor(t, 10*time.Second, "member home", func() bool { return member.attachmentForTest() == home.ID() })
+	time.Sleep(300 * time.Millisecond) // and after it
+	close(stop)
+	wg.Wait()
+	want := published.Load()
+
+	received := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
+	if _, err := waitForErr(5*time.Second, func() bool { return int64(received()) >= want }); err != nil {
+		mu.Lock()
+		var missing []uint64
+		for q := uint64(1); q <= uint64(want); q++ {
+			if !seen[q] {
+				missing = append(missing, q)
+			}
+		}
+		mu.Unlock()
+		t.Fatalf("member received %d of %d messages while moving home from %s; %d missing, first %v",
+			received(), want, away.ShortString(), len(missing), missing[:min(len(missing), 10)])
+	}
+	l.Close()
+	<-readDone
+	if len(epochs) != 1 || len(others) > 0 {
+		t.Fatalf("epochs %v (the group's home moved?), other inbound %+v", epochs, others)
+	}
+	t.Logf("%d messages published across the move, all received", want)
+}
+
+// waitForErr polls cond every 10 ms for at most within.
+func waitForErr(within time.Duration, cond func() bool) (time.Duration, error) {
+	t0 := time.Now()
+	for !cond() {
+		if time.Since(t0) > within {
+			return time.Since(t0), context.DeadlineExceeded
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition; nothing to wait on
+	}
+	return time.Since(t0), nil
+}

@@ -1,0 +1,40 @@
+package supernode
+
+import (
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// TestHomeGroupRefreshDoesNotPullAMemberBack: a member that moved (a fresh
+// join at Y) stays at Y when its old supernode X, not yet aware that it
+// left, refreshes it; X's leave then changes nothing. A refresh still
+// records a member the home does not know, or whose record expired.
+func TestHomeGroupRefreshDoesNotPullAMemberBack(t *testing.T) {
+	m, x, y := peer.ID("member"), peer.ID("old-supernode"), peer.ID("new-supernode")
+	now := time.Unix(1000, 0)
+	exp := now.Add(3 * time.Second)
+	hg := newHomeGroup()
+	hg.join(m, x, exp)
+	hg.join(m, y, exp) // the member moved: a fresh join
+	hg.refresh(m, x, exp, now)
+	if hg.at[m] != y {
+		t.Fatalf("a refresh from the old supernode moved the member back to %s", hg.at[m])
+	}
+	hg.leave(m, x)
+	if hg.at[m] != y || hg.bySN[y] != 1 || hg.bySN[x] != 0 {
+		t.Fatalf("after the old supernode's leave: at %q, by supernode %v", hg.at[m], hg.bySN)
+	}
+	// A refresh records an unknown member, and one whose record expired.
+	other := peer.ID("other")
+	hg.refresh(other, x, exp, now)
+	if hg.at[other] != x {
+		t.Fatal("a refresh did not record an unknown member")
+	}
+	later := exp.Add(time.Second)
+	hg.refresh(m, x, later.Add(3*time.Second), later)
+	if hg.at[m] != x {
+		t.Fatal("a refresh did not move a member whose record had expired")
+	}
+}
