@@ -309,16 +309,7 @@ func closeAll(nodes []*node.Node) {
 func waitFor(ctx context.Context, d, tick time.Duration, cond func() bool) error {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-	return nil
+	return poll(ctx, tick, cond)
 }
 
 // pause waits d, or until ctx ends: a measurement window, not a wait for
