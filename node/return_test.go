@@ -132,4 +132,3 @@ func TestReturnHomeLosesNoGroupMessage(t *testing.T) {
 	}
 	t.Logf("%d messages published across the move, all received", want)
 }
-
