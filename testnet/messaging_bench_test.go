@@ -45,6 +45,8 @@ type msgGroupScale struct {
 	// Baseline is the idle window before publishing whose CPU use is
 	// subtracted; Drain how long deliveries may trail the last answered
 	// publish; AttachWithin how long the clients get to attach.
+	// Announce is every node's announce interval.
+	Announce     time.Duration `json:"announce_ns"`
 	Baseline     time.Duration `json:"baseline_ns"`
 	Drain        time.Duration `json:"drain_ns"`
 	AttachWithin time.Duration `json:"attach_within_ns"`
@@ -53,7 +55,8 @@ type msgGroupScale struct {
 
 // msgGroupScaleFor returns the scale: tiny under -short (CI), else 10
 // supernodes and 200 clients; OVERLAYD_MSG_SUPERNODES, OVERLAYD_MSG_CLIENTS,
-// OVERLAYD_MSG_RATE and OVERLAYD_MSG_WINDOW override the full scale.
+// OVERLAYD_MSG_RATE, OVERLAYD_MSG_WINDOW and OVERLAYD_MSG_ANNOUNCE (the
+// announce interval, 1 s) override the full scale.
 //
 // 200 is the largest client count the shared 2-core development machine
 // carried reliably in one process with the benchmark's 1 s announce
@@ -64,10 +67,10 @@ type msgGroupScale struct {
 // See docs/BENCHMARKS.md, "Messaging end to end".
 func msgGroupScaleFor(b *testing.B) msgGroupScale {
 	if testing.Short() {
-		return msgGroupScale{Supernodes: 2, Clients: 20, Capacity: 200, Rate: 20, Window: time.Second, Publishers: 2,
+		return msgGroupScale{Supernodes: 2, Clients: 20, Capacity: 200, Rate: 20, Window: time.Second, Publishers: 2, Announce: time.Second,
 			Baseline: 500 * time.Millisecond, Drain: 5 * time.Second, AttachWithin: 30 * time.Second, Short: true}
 	}
-	sc := msgGroupScale{Supernodes: 10, Clients: 200, Capacity: 200, Rate: 20, Window: 5 * time.Second, Publishers: 4,
+	sc := msgGroupScale{Supernodes: 10, Clients: 200, Capacity: 200, Rate: 20, Window: 5 * time.Second, Publishers: 4, Announce: time.Second,
 		Baseline: 3 * time.Second, Drain: 30 * time.Second, AttachWithin: 3 * time.Minute}
 	msgEnvInt(b, "OVERLAYD_MSG_SUPERNODES", &sc.Supernodes, 1, 50)
 	// GroupMembers answers in one session frame (64 KiB + 1 KiB): about
@@ -86,6 +89,13 @@ func msgGroupScaleFor(b *testing.B) msgGroupScale {
 			b.Fatalf("OVERLAYD_MSG_WINDOW=%q: want a duration within [500ms, 2m]", s)
 		}
 		sc.Window = d
+	}
+	if s := os.Getenv("OVERLAYD_MSG_ANNOUNCE"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 500*time.Millisecond || d > 30*time.Second {
+			b.Fatalf("OVERLAYD_MSG_ANNOUNCE=%q: want a duration within [500ms, 30s]", s)
+		}
+		sc.Announce = d
 	}
 	// Room for every client at its home, twice over.
 	sc.Capacity = max(sc.Capacity, 2*sc.Clients/sc.Supernodes)
@@ -401,7 +411,7 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 	}
 
 	t := time.Now()
-	net := msgStartSupernodes(ctx, b, sc.Supernodes, sc.Capacity, msgSeed, extra...)
+	net := msgStartSupernodes(ctx, b, sc.Supernodes, sc.Capacity, sc.Announce, msgSeed, extra...)
 	defer net.close()
 	clients := net.startClients(ctx, b, make([]crypto.PrivKey, sc.Clients), msgSeed+1000)
 	r.StartS = time.Since(t).Seconds()
@@ -865,7 +875,7 @@ func BenchmarkDirectMessage(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	net := msgStartSupernodes(ctx, b, 2, 10, msgSeed+500)
+	net := msgStartSupernodes(ctx, b, 2, 10, time.Second, msgSeed+500)
 	rg := net.sns[0].Ring()
 	want := []peer.ID{net.sns[0].ID(), net.sns[1].ID()}
 	keys := make([]crypto.PrivKey, 2)

@@ -24,7 +24,7 @@ import (
 // The in-process network of the messaging benchmarks: k supernodes (the
 // first is everyone's bootstrap peer) and ordinary nodes, each a full
 // node.Node on 127.0.0.1, configured as docs/BENCHMARKS.md ("Messaging end
-// to end") describes: announce interval 1 s, keepalive 2 s, return
+// to end") describes: announce interval 1 s (OVERLAYD_MSG_ANNOUNCE), keepalive 2 s, return
 // interval 1 h, no local API.
 
 // msgStartParallel is how many ordinary nodes start at once.
@@ -32,6 +32,7 @@ const msgStartParallel = 32
 
 // msgNet is one running network.
 type msgNet struct {
+	announce  time.Duration // every node's announce interval
 	dir       string
 	closeOnce sync.Once
 	sns       []*node.Node
@@ -40,13 +41,13 @@ type msgNet struct {
 }
 
 // msgConfig is the configuration of every node of the benchmarks.
-func msgConfig(dir string, role node.Role, capacity int, boot string) node.Config {
+func msgConfig(dir string, role node.Role, capacity int, boot string, announce time.Duration) node.Config {
 	c := node.DefaultConfig()
 	c.DataDir = dir // unused: identities are injected and the API is off
 	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.Role = role
 	c.Capacity = capacity
-	c.AnnounceInterval = time.Second
+	c.AnnounceInterval = announce
 	c.Keepalive = 2 * time.Second
 	c.ReturnInterval = time.Hour
 	c.APIListen = node.APIOff
@@ -84,9 +85,9 @@ func msgStartNode(ctx context.Context, role string, c node.Config, opts ...node.
 // msgStartSupernodes starts k supernodes, each with its own registry and
 // the extra options, and waits until every one's ring holds all k. The
 // network is closed by tb's cleanup.
-func msgStartSupernodes(ctx context.Context, tb testing.TB, k, capacity int, seed uint64, extra ...node.Option) *msgNet {
+func msgStartSupernodes(ctx context.Context, tb testing.TB, k, capacity int, announce time.Duration, seed uint64, extra ...node.Option) *msgNet {
 	tb.Helper()
-	n := &msgNet{dir: tb.TempDir()}
+	n := &msgNet{dir: tb.TempDir(), announce: announce}
 	tb.Cleanup(n.close)
 	boot := ""
 	for i := range k {
@@ -96,7 +97,7 @@ func msgStartSupernodes(ctx context.Context, tb testing.TB, k, capacity int, see
 		}
 		reg := prometheus.NewRegistry()
 		opts := append([]node.Option{node.WithIdentity(key), node.WithRegistry(reg), node.WithSeed(seed + uint64(i))}, extra...)
-		c := msgConfig(filepath.Join(n.dir, fmt.Sprintf("sn%d", i)), node.RoleSupernode, capacity, boot)
+		c := msgConfig(filepath.Join(n.dir, fmt.Sprintf("sn%d", i)), node.RoleSupernode, capacity, boot, announce)
 		sn, err := msgStartNode(ctx, msgRoleSupernode, c, opts...)
 		if err != nil {
 			tb.Fatalf("start supernode %d: %v", i, err)
@@ -145,7 +146,7 @@ func (n *msgNet) startClients(ctx context.Context, tb testing.TB, keys []crypto.
 					return
 				}
 			}
-			c := msgConfig(filepath.Join(n.dir, fmt.Sprintf("c%d", first+i)), node.RoleOrdinary, 0, n.boot())
+			c := msgConfig(filepath.Join(n.dir, fmt.Sprintf("c%d", first+i)), node.RoleOrdinary, 0, n.boot(), n.announce)
 			out[i], errs[i] = msgStartNode(ctx, msgRoleClient, c, node.WithIdentity(key), node.WithSeed(seed+uint64(first+i)))
 		})
 	}

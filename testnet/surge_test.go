@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,7 +16,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node"
-	"github.com/overlayd/overlayd/overlay/backoff"
 )
 
 const (
@@ -80,10 +78,12 @@ func surgeScaleFor(b *testing.B) surgeScale {
 // scenario once per b.N iteration (run it with -benchtime=1x), for one retry
 // policy of the refused clients:
 //
-//	policy=jitter  the node's default: overlay/backoff full jitter above
-//	               the retry-after hint (RetryBase 500ms, RetryMax 4s)
-//	policy=fixed   the naive alternative, backoff.Fixed(1s): every refused
-//	               client comes back exactly one retry-after later
+//	policy=jitter  the node's default: its first pass staggered over
+//	               RetryBase, then overlay/backoff full jitter above the
+//	               retry-after hint (RetryBase 500ms, RetryMax 4s)
+//	policy=fixed   the naive alternative (node.WithoutJitterForTest(1s)):
+//	               no stagger, and every refused client comes back exactly
+//	               one retry-after later
 //
 // The supernode's attached count must never exceed C: it is sampled every
 // 200 ms (b.Fatal if above), and, since a sample can miss a brief excess,
@@ -254,7 +254,9 @@ func surgeClient(ctx context.Context, dir, boot, policy string, i int, obs func(
 	c.ReturnInterval = time.Hour
 	opts := []node.Option{node.WithSeed(surgeSeed + uint64(i)), node.WithObserver(obs)}
 	if policy == "fixed" {
-		opts = append(opts, node.WithRetryStrategy(func(*rand.Rand) backoff.Strategy { return backoff.Fixed(surgeRetryAfter) }))
+		// The naive client: a fixed retry interval equal to the
+		// retry-after, and no stagger of its first pass or failovers.
+		opts = append(opts, node.WithoutJitterForTest(surgeRetryAfter))
 	}
 	// Loopback peers reach each other directly: no relay reservations.
 	n, err := node.New(c, append(opts, node.WithReachability(network.ReachabilityPublic))...)
