@@ -43,6 +43,13 @@ type surgeScale struct {
 	Surge    time.Duration `json:"surge_ns"`
 	Settle   time.Duration `json:"settle_ns"`
 	Full     bool          `json:"full_scale"`
+	// ShippedRetry (OVERLAYD_SURGE_RETRY=shipped) gives policy=jitter the
+	// node's shipped retry defaults (RetryBase 1 s, RetryMax 1 min)
+	// instead of the benchmark's 500 ms and 4 s.
+	ShippedRetry bool `json:"shipped_retry"`
+	// Gated (OVERLAYD_SURGE_GATE=1): the surge clients start and connect
+	// before the window and send their first attach at one instant.
+	Gated bool `json:"gated"`
 }
 
 // surgeScaleFor reads the scale from the environment; see BenchmarkSurge.
@@ -57,6 +64,14 @@ func surgeScaleFor(b *testing.B) surgeScale {
 			}
 			sc.Capacity = c
 		}
+	}
+	sc.Gated = os.Getenv("OVERLAYD_SURGE_GATE") == "1"
+	switch s := os.Getenv("OVERLAYD_SURGE_RETRY"); s {
+	case "":
+	case "shipped":
+		sc.ShippedRetry = true
+	default:
+		b.Fatalf("OVERLAYD_SURGE_RETRY=%q: want shipped (or unset)", s)
 	}
 	if s := os.Getenv("OVERLAYD_SURGE_SETTLE"); s != "" {
 		d, err := time.ParseDuration(s)
@@ -239,9 +254,21 @@ func (r *surgeRecorder) setRecording(on bool) {
 	r.mu.Unlock()
 }
 
+// policyShipped is policy=jitter with the node's shipped retry defaults,
+// as startClients is told under OVERLAYD_SURGE_RETRY=shipped.
+const policyShipped = "jitter-shipped"
+
+// clientPolicy is the policy the clients of a run are started with.
+func (sc surgeScale) clientPolicy(policy string) string {
+	if sc.ShippedRetry && policy == "jitter" {
+		return policyShipped
+	}
+	return policy
+}
+
 // surgeClient starts one in-process ordinary node bootstrapping through the
 // supernode, configured as testnet.startNode does.
-func surgeClient(ctx context.Context, dir, boot, policy string, i int, obs func(node.Event)) (*node.Node, error) {
+func surgeClient(ctx context.Context, dir, boot, policy string, i int, obs func(node.Event), gate <-chan struct{}) (*node.Node, error) {
 	c := node.DefaultConfig()
 	c.DataDir = filepath.Join(dir, fmt.Sprintf("c%d", i))
 	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
@@ -249,14 +276,19 @@ func surgeClient(ctx context.Context, dir, boot, policy string, i int, obs func(
 	c.Role = node.RoleOrdinary
 	c.Bootstrap = []string{boot}
 	c.AnnounceInterval = time.Second
-	c.RetryBase = 500 * time.Millisecond
-	c.RetryMax = 4 * time.Second
+	if policy != policyShipped {
+		c.RetryBase = 500 * time.Millisecond
+		c.RetryMax = 4 * time.Second
+	}
 	c.ReturnInterval = time.Hour
 	opts := []node.Option{node.WithSeed(surgeSeed + uint64(i)), node.WithObserver(obs)}
 	if policy == "fixed" {
 		// The naive client: a fixed retry interval equal to the
 		// retry-after, and no stagger of its first pass or failovers.
 		opts = append(opts, node.WithoutJitterForTest(surgeRetryAfter))
+	}
+	if gate != nil {
+		opts = append(opts, node.WithAttachGateForTest(gate))
 	}
 	// Loopback peers reach each other directly: no relay reservations.
 	n, err := node.New(c, append(opts, node.WithReachability(network.ReachabilityPublic))...)
@@ -273,7 +305,7 @@ func surgeClient(ctx context.Context, dir, boot, policy string, i int, obs func(
 // startClients starts count clients, numbered from first, concurrently. It
 // returns them (nil where a start failed), the time the last start
 // returned, and the start errors.
-func startClients(ctx context.Context, dir, boot, policy string, first, count int, obs func(node.Event)) ([]*node.Node, time.Time, error) {
+func startClients(ctx context.Context, dir, boot, policy string, first, count int, obs func(node.Event), gate <-chan struct{}) ([]*node.Node, time.Time, error) {
 	nodes := make([]*node.Node, count)
 	var (
 		wg   sync.WaitGroup
@@ -283,7 +315,7 @@ func startClients(ctx context.Context, dir, boot, policy string, first, count in
 	)
 	for i := range count {
 		wg.Go(func() {
-			n, err := surgeClient(ctx, dir, boot, policy, first+i, obs)
+			n, err := surgeClient(ctx, dir, boot, policy, first+i, obs, gate)
 			mu.Lock()
 			defer mu.Unlock()
 			nodes[i], last = n, time.Now()
@@ -376,7 +408,7 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 			"--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", boot, "--announce-interval", "1s",
 			"--retry-base", "500ms", "--retry-max", "4s", "--return-interval", "1h", "--api-listen", "off"))
 	}
-	early, _, err := startClients(ctx, dir, boot, policy, 0, C-nProbes, rec.observer(true))
+	early, _, err := startClients(ctx, dir, boot, sc.clientPolicy(policy), 0, C-nProbes, rec.observer(true), nil)
 	b.Cleanup(func() { closeAll(early) })
 	if err != nil {
 		b.Fatal(err)
@@ -421,20 +453,46 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 	r.Goroutines = triple{Before: base[seriesGoroutines], During: base[seriesGoroutines]}
 	r.MaxAttached = int(base[seriesAttached])
 
-	// Surge: 20×C clients at once.
-	s0, pd0, rt2 := mustScrape(ctx, b, sn), probes.scrape(ctx, b), readRuntimeStats()
-	rec.setRecording(true)
-	t0 := time.Now()
+	// Surge: 20×C clients at once. Gated (OVERLAYD_SURGE_GATE=1), they
+	// start and connect first and all send their first attach in the
+	// same instant when the gate opens.
 	type started struct {
 		nodes []*node.Node
 		last  time.Time
 		err   error
 	}
 	startedC := make(chan started, 1)
-	go func() {
-		nodes, last, err := startClients(ctx, dir, boot, policy, C, surgeFactor*C, rec.observer(false))
+	var gate chan struct{}
+	if sc.Gated {
+		gate = make(chan struct{})
+		nodes, last, err := startClients(ctx, dir, boot, sc.clientPolicy(policy), C, surgeFactor*C, rec.observer(false), gate)
 		startedC <- started{nodes, last, err}
-	}()
+		// A client reaches the gate one announce interval after its ring
+		// appears (waitForRing): wait for every ring, then that interval.
+		err = waitFor(ctx, time.Minute, 20*time.Millisecond, func() bool {
+			for _, n := range nodes {
+				if n != nil && n.Ring() == nil {
+					return false
+				}
+			}
+			return true
+		})
+		if err != nil {
+			b.Fatalf("surge clients' rings: %v", err)
+		}
+		pause(ctx, time.Second+200*time.Millisecond)
+	}
+	s0, pd0, rt2 := mustScrape(ctx, b, sn), probes.scrape(ctx, b), readRuntimeStats()
+	rec.setRecording(true)
+	t0 := time.Now()
+	if sc.Gated {
+		close(gate)
+	} else {
+		go func() {
+			nodes, last, err := startClients(ctx, dir, boot, sc.clientPolicy(policy), C, surgeFactor*C, rec.observer(false), nil)
+			startedC <- started{nodes, last, err}
+		}()
+	}
 	var surge *started
 	b.Cleanup(func() {
 		if surge == nil {
