@@ -61,6 +61,7 @@ func TestListenCountTimeout(t *testing.T) {
 		{name: "timeout without count", flags: []string{"--timeout", "300ms"}, wantCode: 0, wantLines: 3},
 		{name: "stream ends before count", flags: []string{"--count", "4"}, closeAfter: true, wantCode: 1, wantLines: 3, wantErr: "ended the stream after 3 of 4"},
 		{name: "stream ends without count", closeAfter: true, wantCode: 0, wantLines: 3},
+		{name: "ready printed", flags: []string{"--count", "1", "--ready"}, wantCode: 0, wantLines: 1, wantErr: "ready"},
 		{name: "negative count", flags: []string{"--count", "-1"}, wantCode: 2, wantErr: "--count"},
 		{name: "negative timeout", flags: []string{"--timeout", "-1s"}, wantCode: 2, wantErr: "--timeout"},
 	}

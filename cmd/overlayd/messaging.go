@@ -64,11 +64,13 @@ func listenCommand() *cli.Command {
 		Usage: "print inbound direct and group messages as JSON lines until interrupted (or --count, --timeout)",
 		Description: "Prints each inbound message as one JSON line. --count N exits 0 after N messages;\n" +
 			"--timeout D stops after D: exit 0, or 1 when --count messages had not arrived by then.\n" +
-			"With --count, a daemon that ends the stream early is an error too.",
+			"With --count, a daemon that ends the stream early is an error too. --ready prints \"ready\"\n" +
+			"on stderr once the daemon is listening, for scripts that must not send before then.",
 		Flags: []cli.Flag{
 			dataDirFlag(),
 			&cli.IntFlag{Name: "count", Usage: "exit after this many messages (0: no limit)"},
 			&cli.DurationFlag{Name: "timeout", Usage: "stop listening after this long (0: never); with --count, not getting them all in time is an error"},
+			&cli.BoolFlag{Name: "ready", Usage: "print \"ready\" on stderr once the daemon is listening: every message after that line is printed"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.Args().Len() > 0 {
@@ -88,7 +90,11 @@ func listenCommand() *cli.Command {
 				defer cancel()
 			}
 			got := 0
-			err := localapi.NewClient(c.String("data-dir")).Listen(ctx, func(m json.RawMessage) error {
+			var ready func()
+			if c.Bool("ready") {
+				ready = func() { fmt.Fprintln(c.App.ErrWriter, "ready") }
+			}
+			err := localapi.NewClient(c.String("data-dir")).ListenReady(ctx, ready, func(m json.RawMessage) error {
 				if _, err := fmt.Fprintf(c.App.Writer, "%s\n", m); err != nil {
 					return err
 				}

@@ -120,6 +120,13 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 // Listen streams inbound messages (one JSON object per line) to each,
 // until ctx ends or the daemon stops.
 func (c *Client) Listen(ctx context.Context, each func(json.RawMessage) error) error {
+	return c.ListenReady(ctx, nil, each)
+}
+
+// ListenReady is Listen that calls ready (if not nil) once the daemon has
+// registered the listener: every message that arrives at the daemon after
+// ready returns is passed to each.
+func (c *Client) ListenReady(ctx context.Context, ready func(), each func(json.RawMessage) error) error {
 	resp, err := c.open(ctx, http.MethodGet, "/v1/listen", nil)
 	if err != nil {
 		return err
@@ -132,6 +139,10 @@ func (c *Client) Listen(ctx context.Context, each func(json.RawMessage) error) e
 			return fmt.Errorf("daemon: %s", e.Error)
 		}
 		return fmt.Errorf("local API /v1/listen: %s", resp.Status)
+	}
+	// The daemon sends the headers after it registered the listener.
+	if ready != nil {
+		ready()
 	}
 	dec := json.NewDecoder(resp.Body)
 	for {
