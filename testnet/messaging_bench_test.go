@@ -83,20 +83,8 @@ func msgGroupScaleFor(b *testing.B) msgGroupScale {
 		}
 		sc.Rate = v
 	}
-	if s := os.Getenv("OVERLAYD_MSG_WINDOW"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 500*time.Millisecond || d > 2*time.Minute {
-			b.Fatalf("OVERLAYD_MSG_WINDOW=%q: want a duration within [500ms, 2m]", s)
-		}
-		sc.Window = d
-	}
-	if s := os.Getenv("OVERLAYD_MSG_ANNOUNCE"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 500*time.Millisecond || d > 30*time.Second {
-			b.Fatalf("OVERLAYD_MSG_ANNOUNCE=%q: want a duration within [500ms, 30s]", s)
-		}
-		sc.Announce = d
-	}
+	envDuration(b, "OVERLAYD_MSG_WINDOW", 500*time.Millisecond, 2*time.Minute, &sc.Window)
+	envDuration(b, "OVERLAYD_MSG_ANNOUNCE", 500*time.Millisecond, 30*time.Second, &sc.Announce)
 	// Room for every client at its home, twice over.
 	sc.Capacity = max(sc.Capacity, 2*sc.Clients/sc.Supernodes)
 	sc.Publishers = min(sc.Publishers, sc.Clients)

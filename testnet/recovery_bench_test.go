@@ -79,20 +79,8 @@ func recScaleFor(b *testing.B) (recScale, recTiming, uint64) {
 		}
 		sc.Capacity, sc.Clients, sc.MegaCapacity = c, 15*c, 5*c
 	}
-	if s := os.Getenv("OVERLAYD_RECOVERY_ANNOUNCE"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < time.Second || d > 30*time.Second {
-			b.Fatalf("OVERLAYD_RECOVERY_ANNOUNCE=%q: want a duration within [1s, 30s]", s)
-		}
-		tm.AnnounceInterval = d
-	}
-	if s := os.Getenv("OVERLAYD_RECOVERY_WINDOW"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 5*time.Second || d > 5*time.Minute {
-			b.Fatalf("OVERLAYD_RECOVERY_WINDOW=%q: want a duration within [5s, 5m]", s)
-		}
-		sc.Window = d
-	}
+	envDuration(b, "OVERLAYD_RECOVERY_ANNOUNCE", time.Second, 30*time.Second, &tm.AnnounceInterval)
+	envDuration(b, "OVERLAYD_RECOVERY_WINDOW", 5*time.Second, 5*time.Minute, &sc.Window)
 	return sc, tm, recSeedFor(b)
 }
 

@@ -73,13 +73,7 @@ func surgeScaleFor(b *testing.B) surgeScale {
 	default:
 		b.Fatalf("OVERLAYD_SURGE_RETRY=%q: want shipped (or unset)", s)
 	}
-	if s := os.Getenv("OVERLAYD_SURGE_SETTLE"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil || d < 0 || d > 5*time.Minute {
-			b.Fatalf("OVERLAYD_SURGE_SETTLE=%q: want a duration within [0, 5m]", s)
-		}
-		sc.Settle = d
-	}
+	envDuration(b, "OVERLAYD_SURGE_SETTLE", 0, 5*time.Minute, &sc.Settle)
 	return sc
 }
 
@@ -344,6 +338,21 @@ func waitFor(ctx context.Context, d, tick time.Duration, cond func() bool) error
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	return poll(ctx, tick, cond)
+}
+
+// envDuration sets *d from the environment variable name, if set, failing
+// the benchmark when it is not a duration within [lo, hi].
+func envDuration(b *testing.B, name string, lo, hi time.Duration, d *time.Duration) {
+	b.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil || v < lo || v > hi {
+		b.Fatalf("%s=%q: want a duration within [%v, %v]", name, s, lo, hi)
+	}
+	*d = v
 }
 
 // pause waits d, or until ctx ends: a measurement window, not a wait for
