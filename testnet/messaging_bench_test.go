@@ -15,6 +15,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/overlay/ring"
@@ -181,6 +182,8 @@ type msgGroupReport struct {
 	CompletionMs msgPercentiles `json:"completion_ms"`
 	// CompletedMessages is how many messages reached every member.
 	CompletedMessages int `json:"completed_messages"`
+	// PerPublish are the figures of each scheduled publish, by index.
+	PerPublish []msgPublishFigures `json:"per_publish"`
 	// P99InclLossMs is the p99 over every expected delivery, a missing one
 	// counting as infinitely late: -1 when more than 1% are missing.
 	P99InclLossMs float64 `json:"p99_incl_loss_ms"`
@@ -363,6 +366,17 @@ type msgMember struct {
 }
 
 // msgPublish is one scheduled publish.
+// msgPublishFigures are one publish's figures in the report: its answer
+// time (-1 without an answer), how many members it reached, and its
+// delivery latencies, so that a latency tail can be placed in time
+// (publish i was due at i / rate seconds into the window).
+type msgPublishFigures struct {
+	Index      int            `json:"i"`
+	AnswerMs   float64        `json:"answer_ms"`
+	Reached    int            `json:"reached"`
+	DeliveryMs msgPercentiles `json:"delivery_ms"`
+}
+
 type msgPublish struct {
 	seq, epoch uint64
 	err        error
@@ -413,10 +427,10 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 		b.Fatalf("group home: %v", err)
 	}
 	r.Home = homeID.String()
-	var home *node.Node
-	for _, sn := range net.sns {
+	var homeReg *prometheus.Registry
+	for i, sn := range net.sns {
 		if sn.ID() == homeID {
-			home = sn
+			homeReg = net.regs[i]
 		}
 	}
 	holding := map[peer.ID]bool{}
@@ -523,11 +537,7 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 	}
 
 	failoversBefore := msgFailovers(clients)
-	homeRouter, haveRouter := msgRouter(home)
-	var homeBefore msgRouterCounts
-	if haveRouter {
-		homeBefore = msgReadRouter(homeRouter)
-	}
+	homeBefore := msgReadRouter(homeReg)
 	refusedBefore := msgSumRefused(net)
 	jobsBefore, dropsBefore := msgFanoutCounts(net, homeID)
 
@@ -580,13 +590,9 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 	}
 	r.PublishMs = msgSummarize(pubTimes)
 	// Every publish the home numbered must reach every member, answered
-	// or not: the home's own count when its router is reachable, else the
-	// answered publishes.
+	// or not.
 	homeNumbered := func() int {
-		if haveRouter {
-			return int(msgReadRouter(homeRouter).GroupPublishes - homeBefore.GroupPublishes)
-		}
-		return r.Published
+		return int(msgReadRouter(homeReg).GroupPublishes - homeBefore.GroupPublishes)
 	}
 	r.Complete = waitFor(ctx, sc.Drain, 10*time.Millisecond, func() bool {
 		return delivered.Load() >= int64(homeNumbered()*len(clients))
@@ -598,24 +604,15 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 	stopDrains()
 	r.Failovers = msgFailovers(clients) - failoversBefore
 
-	if haveRouter {
-		after := msgReadRouter(homeRouter)
-		r.HomePublishes = after.GroupPublishes - homeBefore.GroupPublishes
-		r.FramesPerPublish = float64(after.GroupFramesSent-homeBefore.GroupFramesSent) / float64(max(r.HomePublishes, 1))
-		r.FramesSource = "group home's Router.Stats().GroupFramesSent, read through the unexported node field (no exported hook)"
-	} else {
-		r.FramesPerPublish = -1
-		r.FramesSource = "unavailable: node's router field not found"
-	}
+	after := msgReadRouter(homeReg)
+	r.HomePublishes = after.GroupPublishes - homeBefore.GroupPublishes
+	r.FramesPerPublish = float64(after.GroupFramesSent-homeBefore.GroupFramesSent) / float64(max(r.HomePublishes, 1))
+	r.FramesSource = "group home's overlayd_supernode_group_frames_sent_total"
 	r.FanoutRefused = msgSumRefused(net) - refusedBefore
 	jobsAfter, dropsAfter := msgFanoutCounts(net, homeID)
 	r.OutboxDrops = dropsAfter - dropsBefore
 
-	hn := -1
-	if haveRouter {
-		hn = homeNumbered()
-	}
-	msgCheckGroup(r, pubs, members, t0, answered, hn)
+	msgCheckGroup(r, pubs, members, t0, answered, homeNumbered())
 	// Work is done for every numbered publish, answered or not.
 	numbered := float64(max(r.Numbered+r.NumberedUnseen, 1))
 	r.FanoutJobsPerPublish = (jobsAfter - jobsBefore) / numbered
@@ -671,6 +668,7 @@ func msgCheckGroup(r *msgGroupReport, pubs []msgPublish, members []*msgMember, t
 	}
 	r.Expected = (r.Numbered + r.NumberedUnseen) * len(members)
 	var lats []time.Duration
+	perPub := make([][]time.Duration, len(pubs))
 	completion := make([]time.Duration, len(pubs))
 	reached := make([]int, len(pubs))
 	var last time.Duration // the last receipt, since t0
@@ -697,6 +695,7 @@ func msgCheckGroup(r *msgGroupReport, pubs []msgPublish, members []*msgMember, t
 			}
 			r.Delivered++
 			lats = append(lats, d.lat)
+			perPub[i] = append(perPub[i], d.lat)
 			completion[i] = max(completion[i], d.lat)
 			reached[i]++
 			last = max(last, d.recv)
@@ -720,6 +719,14 @@ func msgCheckGroup(r *msgGroupReport, pubs []msgPublish, members []*msgMember, t
 	}
 	r.CompletionMs = msgSummarize(comp)
 	r.CompletedMessages = len(comp)
+	r.PerPublish = make([]msgPublishFigures, len(pubs))
+	for i, p := range pubs {
+		f := msgPublishFigures{Index: i, Reached: reached[i], AnswerMs: -1, DeliveryMs: msgSummarize(perPub[i])}
+		if p.err == nil {
+			f.AnswerMs = float64(p.took) / 1e6
+		}
+		r.PerPublish[i] = f
+	}
 	r.DrainS = max(0, (last - answered.Sub(t0)).Seconds())
 }
 
@@ -754,10 +761,8 @@ func msgFailovers(cs []*node.Node) int {
 // msgSumRefused sums the routers' refused fan-outs (0 without routers).
 func msgSumRefused(n *msgNet) uint64 {
 	var s uint64
-	for _, sn := range n.sns {
-		if r, ok := msgRouter(sn); ok {
-			s += msgReadRouter(r).FanoutRefused
-		}
+	for _, reg := range n.regs {
+		s += msgReadRouter(reg).FanoutRefused
 	}
 	return s
 }
@@ -829,7 +834,8 @@ type msgDirectReport struct {
 	Lost       int `json:"lost"`
 	Unacked    int `json:"delivered_unacked"`
 	// Relayed is how many messages A's supernode relayed to B's in the
-	// window (Router.Stats().Relayed): each must cross supernodes.
+	// window (overlayd_supernode_direct_messages_total{outcome="relayed"}):
+	// each must cross supernodes.
 	Relayed int64 `json:"relayed"`
 }
 
@@ -909,7 +915,6 @@ func BenchmarkDirectMessage(b *testing.B) {
 	if _, err := a.Send(ctx, rcv.ID(), msgPayload(0, math.MaxUint64)); err != nil {
 		b.Fatalf("warm-up send: %v", err)
 	}
-	snRouter, haveRouter := msgRouter(net.sns[0])
 	var run atomic.Uint64
 	for _, mode := range []struct {
 		name    string
@@ -918,16 +923,9 @@ func BenchmarkDirectMessage(b *testing.B) {
 		b.Run("mode="+mode.name, func(b *testing.B) {
 			var r *msgDirectReport
 			for range b.N {
-				var before msgRouterCounts
-				if haveRouter {
-					before = msgReadRouter(snRouter)
-				}
+				before := msgReadRouter(net.regs[0])
 				r = msgRunDirect(ctx, b, sc, mode.name, mode.workers, run.Add(1), a, rcv.ID(), t0, recv)
-				if haveRouter {
-					r.Relayed = int64(msgReadRouter(snRouter).Relayed - before.Relayed)
-				} else {
-					r.Relayed = -1
-				}
+				r.Relayed = int64(msgReadRouter(net.regs[0]).Relayed - before.Relayed)
 				writeReport(b, "msg-runs.jsonl", "msg-direct-"+mode.name+".json", r)
 				b.Logf("mode=%s workers=%d: %d sent, %d acked, %d errors %s in %.2f s: %.0f msgs/s; ack p50 %.3f p90 %.3f p99 %.3f max %.2f ms; one-way p50 %.3f p99 %.3f ms; delivered %d, lost %d, unacked %d, relayed %d",
 					r.Mode, r.Workers, r.Sent, r.Acked, r.Errors, r.FirstError, r.Seconds, r.MsgsPerSec,

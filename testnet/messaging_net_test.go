@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"sync"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -18,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/overlayd/overlayd/node"
-	"github.com/overlayd/overlayd/supernode"
 )
 
 // The in-process network of the messaging benchmarks: k supernodes (the
@@ -216,37 +213,47 @@ func (n *msgNet) closeAll() {
 	wg.Wait()
 }
 
-// msgRouter returns a supernode's router, for its counters (group frames
-// sent, publishes numbered, fan-outs, relayed messages). node keeps its
-// router unexported, with no ForTest accessor (node/export_test.go is not
-// visible from this package), and the counters are not Prometheus series.
-// Until node exports a hook (say Node.RouterStatsForTest), this reads the
-// unexported field through reflect and unsafe: a stopgap, confined to this
-// function. It reports false when the field is missing or no longer a
-// *supernode.Router, so a refactor of node degrades the report (frames
-// "unavailable") instead of breaking the benchmark.
-func msgRouter(n *node.Node) (*supernode.Router, bool) {
-	v := reflect.ValueOf(n).Elem().FieldByName("router")
-	if !v.IsValid() || v.Type() != reflect.TypeFor[*supernode.Router]() {
-		return nil, false
-	}
-	r := reflect.NewAt(v.Type(), unsafe.Pointer(v.UnsafeAddr())).Elem().Interface().(*supernode.Router)
-	return r, r != nil
-}
-
-// msgRouterCounts are a snapshot of the counters the benchmarks use.
+// msgRouterCounts are a snapshot of the router counters the benchmarks
+// use, read from a supernode's injected registry
+// (supernode.Router.Collector).
 type msgRouterCounts struct {
 	GroupPublishes, GroupFramesSent, GroupFanouts, FanoutRefused uint64
 	Relayed, DeliveredLocal                                      uint64
 }
 
-func msgReadRouter(r *supernode.Router) msgRouterCounts {
-	s := r.Stats()
+func msgReadRouter(reg *prometheus.Registry) msgRouterCounts {
+	const direct = "overlayd_supernode_direct_messages_total"
+	u := func(v float64) uint64 { return uint64(v) }
 	return msgRouterCounts{
-		GroupPublishes: s.GroupPublishes.Load(), GroupFramesSent: s.GroupFramesSent.Load(),
-		GroupFanouts: s.GroupFanouts.Load(), FanoutRefused: s.FanoutRefused.Load(),
-		Relayed: s.Relayed.Load(), DeliveredLocal: s.DeliveredLocal.Load(),
+		GroupPublishes:  u(msgCounter(reg, "overlayd_supernode_group_publishes_numbered_total")),
+		GroupFramesSent: u(msgCounter(reg, "overlayd_supernode_group_frames_sent_total")),
+		GroupFanouts:    u(msgCounter(reg, "overlayd_supernode_group_fanouts_total")),
+		FanoutRefused:   u(msgCounter(reg, "overlayd_supernode_group_fanout_refused_total")),
+		Relayed:         u(msgCounterWith(reg, direct, "outcome", "relayed")),
+		DeliveredLocal:  u(msgCounterWith(reg, direct, "outcome", "delivered_local")),
 	}
+}
+
+// msgCounterWith returns the value of the counter name{label="value"} in
+// reg (0 when absent).
+func msgCounterWith(reg *prometheus.Registry, name, label, value string) float64 {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == label && lp.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
 
 // msgCounter returns the value of an unlabelled counter or gauge in reg
