@@ -46,6 +46,7 @@ func (n *Node) startDirectory(ctx context.Context) error {
 		return err
 	}
 	n.ps = ps
+	n.host.Network().Notify(&network.NotifyBundle{DisconnectedF: n.unprotectDeparted})
 	if err := ps.RegisterTopicValidator(protocol.DirectoryTopic, n.validate, pubsub.WithValidatorInline(true)); err != nil {
 		return err
 	}
@@ -57,6 +58,24 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	}
 	n.goLoop(func() { n.drain(ctx) })
 	return nil
+}
+
+// meshTag is the tag under which GossipSub's tag tracer protects the
+// directory topic's mesh peers in the connection manager.
+const meshTag = "pubsub:" + protocol.DirectoryTopic
+
+// unprotectDeparted lifts the connection manager's protection of a peer
+// whose last connection closed. GossipSub protects every mesh peer and
+// lifts it on PRUNE, but not when the peer disconnects (go-libp2p-pubsub
+// v0.19: the tag tracer's OnClosedOutboundStream does nothing), so without
+// this a supernode keeps one entry per distinct client it ever had in its
+// mesh: memory that grows with every surge of new peers. A peer that comes
+// back is protected again when it is grafted.
+func (n *Node) unprotectDeparted(nw network.Network, c network.Conn) {
+	p := c.RemotePeer()
+	if nw.Connectedness(p) != network.Connected {
+		n.host.ConnManager().Unprotect(p, meshTag)
+	}
 }
 
 // validate is the directory topic's validator: it applies every announcement

@@ -321,3 +321,16 @@ func TestRogueAnnouncementsRejected(t *testing.T) {
 		t.Fatalf("entry seq = %d after a replay, want 10", e.Seq)
 	}
 }
+
+// A client that leaves a supernode's GossipSub mesh by disconnecting does
+// not stay protected in the supernode's connection manager (GossipSub
+// only lifts the protection on PRUNE): otherwise every distinct client a
+// supernode ever served would cost it memory for good.
+func TestDepartedMeshPeerUnprotected(t *testing.T) {
+	sns, ons := startNetwork(t, 1, 1)
+	sn, c := sns[0], ons[0]
+	cm := sn.Host().ConnManager()
+	waitFor(t, 10*time.Second, "client grafted into the supernode's mesh", func() bool { return cm.IsProtected(c.ID(), meshTag) })
+	c.Close()
+	waitFor(t, 10*time.Second, "protection lifted after the client left", func() bool { return !cm.IsProtected(c.ID(), meshTag) })
+}
