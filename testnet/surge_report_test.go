@@ -18,13 +18,15 @@ import (
 type surgeReport struct {
 	Policy string     `json:"policy"`
 	Scale  surgeScale `json:"scale"`
-	// EarlyClients fill the supernode before the surge: EarlyInProcess
-	// nodes in this process plus Probes processes (see ProbeKeepalive).
-	EarlyClients   int    `json:"early_clients"`
-	EarlyInProcess int    `json:"early_in_process"`
-	Probes         int    `json:"probe_processes"`
-	SurgeClients   int    `json:"surge_clients"`
-	Seed           uint64 `json:"seed"`
+	// EarlyClients fill the supernode before the surge: EarlyHelper
+	// nodes in one early-client process (startEarly) plus Probes overlayd
+	// processes (see ProbeKeepalive). Neither runs in the process of the
+	// surge clients.
+	EarlyClients int    `json:"early_clients"`
+	EarlyHelper  int    `json:"early_in_helper_process"`
+	Probes       int    `json:"probe_processes"`
+	SurgeClients int    `json:"surge_clients"`
+	Seed         uint64 `json:"seed"`
 	// SurgeSeconds is the recorded surge window; StartSeconds how long
 	// starting every surge client took (they start concurrently inside
 	// the window).
@@ -37,7 +39,7 @@ type surgeReport struct {
 	Accepted  int `json:"accepted"`
 	Redirects int `json:"redirects"`
 	// SurgeAccepted are the ACCEPTs surge clients got; SessionEnds the
-	// sessions that ended (in-process clients' session_end events and the
+	// sessions that ended (session_end events of the surge and early clients, and the
 	// probes' failovers) from the start: with the supernode at capacity,
 	// every surge ACCEPT needs a slot one of them freed.
 	SurgeAccepted int `json:"surge_accepted"`
@@ -65,8 +67,8 @@ type surgeReport struct {
 	PeakSteady100ms int     `json:"peak_steady_100ms"`
 	MeanSteady100ms float64 `json:"mean_steady_100ms"`
 
-	// In-process early clients' keepalive round trips before and during
-	// the surge (from their observer events).
+	// The early-client process's keepalive round trips before and during
+	// the surge (from its nodes' observer events, exact).
 	KeepaliveBeforeMs percentiles `json:"keepalive_before_ms"`
 	KeepaliveDuringMs percentiles `json:"keepalive_during_ms"`
 	KeepaliveP99Ratio float64     `json:"keepalive_p99_ratio"`
@@ -79,7 +81,7 @@ type surgeReport struct {
 	// attachment, or failed over, during the surge (should be 0).
 	EarlyLost       int `json:"early_lost"`
 	EarlyLostProbes int `json:"early_lost_probes"`
-	// EarlySessionEnds are the reasons the in-process early clients'
+	// EarlySessionEnds are the reasons the early-client process's
 	// sessions ended, if any did.
 	EarlySessionEnds []string `json:"early_session_ends,omitempty"`
 
@@ -117,6 +119,18 @@ type surgeReport struct {
 	KeepaliveP99PerSec  []float64   `json:"keepalive_p99_ms_per_s"`
 
 	Targets surgeTargets `json:"targets"`
+
+	// Repeat is the second surge's outcome (OVERLAYD_SURGE_REPEAT=1).
+	Repeat *surgeRepeat `json:"repeat_surge,omitempty"`
+}
+
+// surgeRepeat is what a second surge did to the supernode's memory.
+type surgeRepeat struct {
+	HeapAfter           float64 `json:"heap_after_bytes"`
+	AfterOverFirstAfter float64 `json:"heap_after_over_first_after"`
+	AfterOverBefore     float64 `json:"heap_after_over_before"`
+	GoroutinesDuring    float64 `json:"goroutines_during_max"`
+	MaxAttached         int     `json:"max_attached"`
 }
 
 type percentiles struct {

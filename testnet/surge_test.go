@@ -50,6 +50,9 @@ type surgeScale struct {
 	// Gated (OVERLAYD_SURGE_GATE=1): the surge clients start and connect
 	// before the window and send their first attach at one instant.
 	Gated bool `json:"gated"`
+	// Repeat (OVERLAYD_SURGE_REPEAT=1): after the "after" reading, a
+	// second surge of as many new clients, and the heap read again.
+	Repeat bool `json:"repeat"`
 }
 
 // surgeScaleFor reads the scale from the environment; see BenchmarkSurge.
@@ -66,6 +69,7 @@ func surgeScaleFor(b *testing.B) surgeScale {
 		}
 	}
 	sc.Gated = os.Getenv("OVERLAYD_SURGE_GATE") == "1"
+	sc.Repeat = os.Getenv("OVERLAYD_SURGE_REPEAT") == "1"
 	switch s := os.Getenv("OVERLAYD_SURGE_RETRY"); s {
 	case "":
 	case "shipped":
@@ -79,9 +83,10 @@ func surgeScaleFor(b *testing.B) surgeScale {
 
 // BenchmarkSurge is the admission surge benchmark. One supernode with
 // capacity C runs as a separate process from the real binary (built here)
-// and holds C early clients: in-process nodes and max(1, C/5) "probes" that
-// run as their own overlayd processes, so that one keepalive figure does not
-// share a process (and its scheduler) with the surge clients. Then 20×C more
+// and holds C early clients: C − max(1, C/5) nodes in one early-client
+// process (this test binary re-executed, see TestMain) and max(1, C/5)
+// "probes" that run as their own overlayd processes, so that no keepalive
+// is timed by the process (and scheduler) of the surge clients. Then 20×C more
 // in-process clients start at once and are refused (BUSY, retry-after 1 s)
 // for the rest of the surge window. Each sub-benchmark runs the whole
 // scenario once per b.N iteration (run it with -benchtime=1x), for one retry
@@ -114,7 +119,9 @@ func surgeScaleFor(b *testing.B) surgeScale {
 // surge, about a minute for both policies. OVERLAYD_SURGE_CAPACITY=N
 // overrides C at full scale; OVERLAYD_SURGE_SETTLE=<duration> overrides how
 // long the supernode gets between the surge clients' close and the "after"
-// reading (default 3 s; 2 s at small scale).
+// reading (default 3 s; 2 s at small scale). OVERLAYD_SURGE_REPEAT=1 adds a
+// second surge of as many new clients after that reading, and reads the
+// heap again after it (see repeatSurge).
 //
 // Report. With OVERLAYD_REPORT_DIR set, each scenario writes its whole
 // report as JSON to $OVERLAYD_REPORT_DIR/surge-<policy>.json and the
@@ -190,14 +197,15 @@ func compareSurge(b *testing.B, sc surgeScale, j, f *surgeReport) {
 		f.PeakRetry100ms, j.PeakRetry100ms, c.PeakRetryRatio, f.PeakSteady100ms, j.PeakSteady100ms, c.PeakSteadyRatio)
 }
 
-// surgeRecorder collects the in-process clients' events. Observers must
+// surgeRecorder collects the clients' events (the early clients' come from
+// the early-client process). Observers must
 // not block: it only appends under a mutex.
 type surgeRecorder struct {
 	mu         sync.Mutex
 	attempts   []attemptRec
 	keepalives []kaRec
 	// sessionEnds are the early clients' session ends, with the reason;
-	// allEnds counts every in-process client's session ends.
+	// allEnds counts the session ends of every client but the probes.
 	sessionEnds []string
 	allEnds     int
 	recording   bool // attempts are kept only inside the surge window
@@ -392,7 +400,11 @@ type timedSamples struct {
 func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeReport {
 	b.Helper()
 	b.StopTimer()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second+sc.Surge+sc.Settle)
+	budget := 90*time.Second + sc.Surge + sc.Settle
+	if sc.Repeat {
+		budget += 60*time.Second + sc.Surge + sc.Settle
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "overlayd-surge-")
 	if err != nil {
@@ -402,7 +414,7 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 
 	C := sc.Capacity
 	nProbes := max(1, C/5)
-	r := &surgeReport{Policy: policy, Scale: sc, EarlyClients: C, EarlyInProcess: C - nProbes, Probes: nProbes,
+	r := &surgeReport{Policy: policy, Scale: sc, EarlyClients: C, EarlyHelper: C - nProbes, Probes: nProbes,
 		SurgeClients: surgeFactor * C, Seed: surgeSeed}
 	sn, snID, boot := startSupernode(ctx, b, bin, dir, C)
 	rec := &surgeRecorder{}
@@ -417,11 +429,10 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 			"--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", boot, "--announce-interval", "1s",
 			"--retry-base", "500ms", "--retry-max", "4s", "--return-interval", "1h", "--api-listen", "off"))
 	}
-	early, _, err := startClients(ctx, dir, boot, sc.clientPolicy(policy), 0, C-nProbes, rec.observer(true), nil)
-	b.Cleanup(func() { closeAll(early) })
-	if err != nil {
-		b.Fatal(err)
-	}
+	// The other early clients run in their own process, started from
+	// this test binary (TestMain): their keepalives are then timed
+	// outside the process whose scheduler the surge clients saturate.
+	early := startEarly(ctx, b, dir, boot, snID.String(), sc.clientPolicy(policy), 0, C-nProbes, rec)
 	probeOK := func() bool {
 		for _, p := range probes {
 			s, err := p.scrape(ctx)
@@ -431,20 +442,8 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 		}
 		return true
 	}
-	earlyOK := func(n *node.Node) bool {
-		st := n.Status()
-		return st.Attachment != nil && st.Attachment.Supernode == snID.String() && st.Failovers == 0
-	}
-	allAttached := func() bool {
-		for _, n := range early {
-			if !earlyOK(n) {
-				return false
-			}
-		}
-		return probeOK()
-	}
-	if err := waitFor(ctx, 20*time.Second, 50*time.Millisecond, allAttached); err != nil {
-		b.Fatalf("early clients did not all attach: %v", err)
+	if err := waitFor(ctx, 20*time.Second, 50*time.Millisecond, probeOK); err != nil {
+		b.Fatalf("probes did not all attach: %v", err)
 	}
 	// One keepalive interval for the sessions to settle, then the window.
 	pause(ctx, time.Second)
@@ -531,10 +530,8 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 		if int(s[seriesAttached]) > C {
 			b.Fatalf("supernode has %v attached, capacity %d (%.1f s into the surge)", s[seriesAttached], C, time.Since(t0).Seconds())
 		}
-		for i, n := range early {
-			if !earlyOK(n) {
-				lost[i] = true
-			}
+		for _, i := range early.lostClients() {
+			lost[i] = true
 		}
 		ps := probes.scrape(ctx, b)
 		probeSamples = append(probeSamples, timedSamples{time.Now(), ps})
@@ -585,7 +582,12 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 	}
 	r.HeapBytes.After, r.Goroutines.After = after[seriesHeap], after[seriesGoroutines]
 	r.HeapAfterOverBefore = ratio(after[seriesHeap], base[seriesHeap])
-	closeAll(early)
+	if sc.Repeat {
+		r.Repeat = repeatSurge(ctx, b, sn, dir, boot, sc, policy, base, after)
+	}
+	if err := early.stop(); err != nil {
+		b.Error(err)
+	}
 	for _, d := range append(probes, sn) {
 		if err := d.stop(); err != nil {
 			b.Errorf("%s: %v", d.name, err)
@@ -609,10 +611,70 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 		b.Errorf("surge clients got %d ACCEPTs but only %d sessions ended: the supernode held more than %d", r.SurgeAccepted, r.SessionEnds, C)
 	}
 	if r.EarlyLost > 0 {
-		b.Errorf("%d early clients (%d of them probes) lost or changed their attachment during the surge; in-process session ends: %q",
+		b.Errorf("%d early clients (%d of them probes) lost or changed their attachment during the surge; early-client process session ends: %q",
 			r.EarlyLost, r.EarlyLostProbes, r.EarlySessionEnds)
 	}
 	return r
+}
+
+// repeatSurge hits the supernode with a second surge of 20×C new clients,
+// started and released at once as in a gated run, closes them, and reads
+// the supernode's heap again after the same settle time. Memory that the
+// first surge left and the second reuses instead of adding to is a
+// high-water mark (the Go runtime keeps every goroutine descriptor it ever
+// allocated), not a leak.
+func repeatSurge(ctx context.Context, b *testing.B, sn *daemon, dir, boot string, sc surgeScale, policy string, base, after1 promSample) *surgeRepeat {
+	b.Helper()
+	C := sc.Capacity
+	gate := make(chan struct{})
+	var rec surgeRecorder // attempts are not recorded: only memory is measured
+	nodes, _, err := startClients(ctx, dir, boot, sc.clientPolicy(policy), C+surgeFactor*C, surgeFactor*C, rec.observer(false), gate)
+	defer closeAll(nodes)
+	if err != nil {
+		b.Fatalf("second surge: %v", err)
+	}
+	err = waitFor(ctx, time.Minute, 20*time.Millisecond, func() bool {
+		for _, n := range nodes {
+			if n.Ring() == nil {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		b.Fatalf("second surge clients' rings: %v", err)
+	}
+	pause(ctx, time.Second+200*time.Millisecond)
+	rp := &surgeRepeat{GoroutinesDuring: base[seriesGoroutines]}
+	close(gate)
+	tick := time.NewTicker(surgeSample)
+	end := time.NewTimer(sc.Surge)
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			b.Fatalf("second surge: %v", ctx.Err())
+		case <-end.C:
+			running = false
+		case <-tick.C:
+		}
+		s := mustScrape(ctx, b, sn)
+		rp.MaxAttached = max(rp.MaxAttached, int(s[seriesAttached]))
+		rp.GoroutinesDuring = max(rp.GoroutinesDuring, s[seriesGoroutines])
+		if int(s[seriesAttached]) > C {
+			b.Fatalf("second surge: supernode has %v attached, capacity %d", s[seriesAttached], C)
+		}
+	}
+	tick.Stop()
+	closeAll(nodes)
+	pause(ctx, sc.Settle)
+	after2, err := sn.settled(ctx, "surge-"+policy+"-heap-after2.pb.gz")
+	if err != nil {
+		b.Fatalf("supernode after the second surge: %v", err)
+	}
+	rp.HeapAfter = after2[seriesHeap]
+	rp.AfterOverFirstAfter = ratio(after2[seriesHeap], after1[seriesHeap])
+	rp.AfterOverBefore = ratio(after2[seriesHeap], base[seriesHeap])
+	return rp
 }
 
 func mustScrape(ctx context.Context, b *testing.B, d *daemon) promSample {
@@ -646,4 +708,8 @@ func logSurge(b *testing.B, r *surgeReport) {
 	b.Logf("  supernode heap %.1f / %.1f / %.1f MiB (before/during max/after), after/before %.3f (target ≤ 1.10: %v); goroutines %.0f / %.0f / %.0f; max attached %d of %d",
 		r.HeapBytes.Before/(1<<20), r.HeapBytes.During/(1<<20), r.HeapBytes.After/(1<<20), r.HeapAfterOverBefore,
 		r.Targets.HeapAfterWithin10pct, r.Goroutines.Before, r.Goroutines.During, r.Goroutines.After, r.MaxAttached, r.Scale.Capacity)
+	if rp := r.Repeat; rp != nil {
+		b.Logf("  second surge: supernode heap after %.1f MiB, %.3f× the first surge's after, %.3f× before; goroutines during max %.0f; max attached %d",
+			rp.HeapAfter/(1<<20), rp.AfterOverFirstAfter, rp.AfterOverBefore, rp.GoroutinesDuring, rp.MaxAttached)
+	}
 }
