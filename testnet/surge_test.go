@@ -475,20 +475,7 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 		gate = make(chan struct{})
 		nodes, last, err := startClients(ctx, dir, boot, sc.clientPolicy(policy), C, surgeFactor*C, rec.observer(false), gate)
 		startedC <- started{nodes, last, err}
-		// A client reaches the gate one announce interval after its ring
-		// appears (waitForRing): wait for every ring, then that interval.
-		err = waitFor(ctx, time.Minute, 20*time.Millisecond, func() bool {
-			for _, n := range nodes {
-				if n != nil && n.Ring() == nil {
-					return false
-				}
-			}
-			return true
-		})
-		if err != nil {
-			b.Fatalf("surge clients' rings: %v", err)
-		}
-		pause(ctx, time.Second+200*time.Millisecond)
+		atGate(ctx, b, nodes, "surge clients")
 	}
 	s0, pd0, rt2 := mustScrape(ctx, b, sn), probes.scrape(ctx, b), readRuntimeStats()
 	rec.setRecording(true)
@@ -617,6 +604,25 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 	return r
 }
 
+// atGate waits until gated clients are all at their gate: a client
+// reaches it one announce interval after its ring appears (waitForRing),
+// so this waits for every ring, then that interval.
+func atGate(ctx context.Context, b *testing.B, nodes []*node.Node, what string) {
+	b.Helper()
+	err := waitFor(ctx, time.Minute, 20*time.Millisecond, func() bool {
+		for _, n := range nodes {
+			if n != nil && n.Ring() == nil {
+				return false
+			}
+		}
+		return true
+	})
+	if err != nil {
+		b.Fatalf("%s' rings: %v", what, err)
+	}
+	pause(ctx, time.Second+200*time.Millisecond)
+}
+
 // repeatSurge hits the supernode with a second surge of 20×C new clients,
 // started and released at once as in a gated run, closes them, and reads
 // the supernode's heap again after the same settle time. Memory that the
@@ -633,18 +639,7 @@ func repeatSurge(ctx context.Context, b *testing.B, sn *daemon, dir, boot string
 	if err != nil {
 		b.Fatalf("second surge: %v", err)
 	}
-	err = waitFor(ctx, time.Minute, 20*time.Millisecond, func() bool {
-		for _, n := range nodes {
-			if n.Ring() == nil {
-				return false
-			}
-		}
-		return true
-	})
-	if err != nil {
-		b.Fatalf("second surge clients' rings: %v", err)
-	}
-	pause(ctx, time.Second+200*time.Millisecond)
+	atGate(ctx, b, nodes, "second surge clients")
 	rp := &surgeRepeat{GoroutinesDuring: base[seriesGoroutines]}
 	close(gate)
 	tick := time.NewTicker(surgeSample)
