@@ -178,7 +178,7 @@ type earlyProc struct {
 // startEarly starts the early-client process with count clients numbered
 // from first, recording their keepalives and session ends in rec, and
 // returns once every one is attached to the supernode snID.
-func startEarly(ctx context.Context, b *testing.B, dir, boot, snID, policy string, first, count int, rec *surgeRecorder) *earlyProc {
+func startEarly(ctx context.Context, b *testing.B, lp launcher, dir, boot, snID, policy string, first, count int, rec *surgeRecorder) *earlyProc {
 	b.Helper()
 	cfg, err := json.Marshal(earlyConfig{Dir: dir, Boot: boot, Supernode: snID, Policy: policy, First: first, Count: count})
 	if err != nil {
@@ -194,7 +194,7 @@ func startEarly(ctx context.Context, b *testing.B, dir, boot, snID, policy strin
 		b.Fatal(err)
 	}
 	p := &earlyProc{ready: make(chan struct{}), done: make(chan struct{}), lost: map[int]bool{}}
-	p.cmd = exec.Command(exe, "-test.run=^$", "-test.bench=^$")
+	p.cmd = lp.command(exe, "-test.run=^$", "-test.bench=^$")
 	p.cmd.Env = append(os.Environ(), earlyEnv+"="+string(cfg))
 	p.cmd.Stderr = logf
 	stdout, err := p.cmd.StdoutPipe()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -67,7 +68,7 @@ func freeLoopbackPort(b *testing.B) int {
 // startDaemon runs `overlayd run args... --metrics-listen 127.0.0.1:<free>`,
 // logging to dir/<name>.log, and returns once its metrics answer. The
 // process is stopped at cleanup.
-func startDaemon(ctx context.Context, b *testing.B, bin, dir, name string, args ...string) *daemon {
+func startDaemon(ctx context.Context, b *testing.B, lp launcher, bin, dir, name string, args ...string) *daemon {
 	b.Helper()
 	port := freeLoopbackPort(b)
 	d := &daemon{
@@ -85,7 +86,7 @@ func startDaemon(ctx context.Context, b *testing.B, bin, dir, name string, args 
 	}
 	args = append([]string{"run"}, args...)
 	args = append(args, "--metrics-listen", fmt.Sprintf("127.0.0.1:%d", port))
-	d.cmd = exec.Command(bin, args...)
+	d.cmd = lp.command(bin, args...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	if err := d.cmd.Start(); err != nil {
 		logf.Close()
@@ -122,12 +123,12 @@ func startDaemon(ctx context.Context, b *testing.B, bin, dir, name string, args 
 
 // startSupernode runs the supernode under test and returns it with its peer
 // ID and /p2p/ multiaddr, read through the local API client.
-func startSupernode(ctx context.Context, b *testing.B, bin, dir string, capacity int) (*daemon, peer.ID, string) {
+func startSupernode(ctx context.Context, b *testing.B, lp launcher, bin, dir string, capacity int, announce time.Duration) (*daemon, peer.ID, string) {
 	b.Helper()
 	dataDir := filepath.Join(dir, "sn")
-	d := startDaemon(ctx, b, bin, dir, "supernode", "--role", "supernode", "--capacity", strconv.Itoa(capacity),
+	d := startDaemon(ctx, b, lp, bin, dir, "supernode", "--role", "supernode", "--capacity", strconv.Itoa(capacity),
 		"--data-dir", dataDir, "--listen", "/ip4/127.0.0.1/tcp/0",
-		"--announce-interval", "1s", "--keepalive", "1s", "--busy-retry-after", surgeRetryAfter.String())
+		"--announce-interval", announce.String(), "--keepalive", "1s", "--busy-retry-after", surgeRetryAfter.String())
 	// The API starts before the metrics listener, so it is up.
 	st, err := localapi.NewClient(dataDir).Status(ctx)
 	if err != nil {
@@ -329,4 +330,71 @@ func tail(path string, n int64) string {
 		b = b[int64(len(b))-n:]
 	}
 	return string(b)
+}
+
+// launcher starts a process, under `taskset -c cpus` when cpus is set.
+type launcher struct{ cpus string }
+
+func (l launcher) command(bin string, args ...string) *exec.Cmd {
+	if l.cpus == "" {
+		return exec.Command(bin, args...)
+	}
+	return exec.Command("taskset", append([]string{"-c", l.cpus, bin}, args...)...)
+}
+
+// otherCPUs returns, as a taskset list, the online CPUs this process may
+// not run on (Linux), or an error when there are none.
+func otherCPUs() (string, error) {
+	online, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return "", err
+	}
+	all, err := parseCPUList(strings.TrimSpace(string(online)))
+	if err != nil {
+		return "", fmt.Errorf("online CPUs: %w", err)
+	}
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return "", err
+	}
+	var mine map[int]bool
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			if mine, err = parseCPUList(strings.TrimSpace(v)); err != nil {
+				return "", fmt.Errorf("allowed CPUs: %w", err)
+			}
+		}
+	}
+	var others []string
+	for _, c := range slices.Sorted(maps.Keys(all)) {
+		if !mine[c] {
+			others = append(others, strconv.Itoa(c))
+		}
+	}
+	if mine == nil || len(others) == 0 {
+		return "", errors.New("this process may run on every CPU: start it under taskset (e.g. taskset -c 1 go test ...) to leave CPUs to the supernode")
+	}
+	return strings.Join(others, ","), nil
+}
+
+// parseCPUList parses a Linux CPU list such as "0-3,6".
+func parseCPUList(s string) (map[int]bool, error) {
+	out := map[int]bool{}
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", s, err)
+		}
+		z := a
+		if isRange {
+			if z, err = strconv.Atoi(hi); err != nil || z < a {
+				return nil, fmt.Errorf("%q: bad range %q", s, part)
+			}
+		}
+		for c := a; c <= z; c++ {
+			out[c] = true
+		}
+	}
+	return out, nil
 }

@@ -2,6 +2,7 @@ package testnet
 
 import (
 	"encoding/json"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -117,6 +118,10 @@ type surgeReport struct {
 	KeepaliveSteadyMs   percentiles `json:"keepalive_steady_ms"`
 	BusyLatencySteadyMs percentiles `json:"busy_latency_steady_ms"`
 	KeepaliveP99PerSec  []float64   `json:"keepalive_p99_ms_per_s"`
+	// KeepaliveTrace is every early-client keepalive from the baseline
+	// to the end of the surge: [ms from the surge's start (negative
+	// before it) when the pong arrived, round trip in ms].
+	KeepaliveTrace [][2]float64 `json:"keepalive_trace"`
 
 	Targets surgeTargets `json:"targets"`
 
@@ -253,6 +258,9 @@ func (r *surgeReport) summarize(rec *surgeRecorder, before0, before1, t0, t1 tim
 	var kaBefore, kaDuring, kaSteady []time.Duration
 	perSec := make([][]time.Duration, int(t1.Sub(t0)/time.Second)+1)
 	for _, k := range rec.keepalives {
+		if !k.at.Before(before0) && !k.at.After(t1) {
+			r.KeepaliveTrace = append(r.KeepaliveTrace, [2]float64{ms(k.at.Sub(t0)), ms(k.rtt)})
+		}
 		switch {
 		case !k.at.Before(before0) && !k.at.After(before1):
 			kaBefore = append(kaBefore, k.rtt)
@@ -436,5 +444,22 @@ func writeSurgeJSON(b *testing.B, name string, v any) {
 	}
 	if err != nil {
 		b.Errorf("report: %v", err)
+	}
+}
+
+func TestParseCPUList(t *testing.T) {
+	for in, want := range map[string][]int{"0": {0}, "0-1": {0, 1}, "0-3,6": {0, 1, 2, 3, 6}, "1,3-4": {1, 3, 4}} {
+		got, err := parseCPUList(in)
+		if err != nil {
+			t.Fatalf("parseCPUList(%q): %v", in, err)
+		}
+		if keys := slices.Sorted(maps.Keys(got)); !slices.Equal(keys, want) {
+			t.Errorf("parseCPUList(%q) = %v, want %v", in, keys, want)
+		}
+	}
+	for _, bad := range []string{"", "a", "3-1", "1-", "0,,1"} {
+		if _, err := parseCPUList(bad); err == nil {
+			t.Errorf("parseCPUList(%q): no error", bad)
+		}
 	}
 }

@@ -38,7 +38,10 @@ type surgeScale struct {
 	Capacity int `json:"capacity"`
 	// Baseline is how long the early clients' keepalives are recorded
 	// before the surge; Surge how long the surge is recorded; Settle how
-	// long the supernode gets after the surge clients closed.
+	// long the supernode gets after the surge clients closed. Baseline
+	// equals Surge, so that the two keepalive p99s compared come from as
+	// many round trips each (a 3 s baseline gave 60 against 300, and a
+	// p99 of 60 is their maximum).
 	Baseline time.Duration `json:"baseline_ns"`
 	Surge    time.Duration `json:"surge_ns"`
 	Settle   time.Duration `json:"settle_ns"`
@@ -53,13 +56,27 @@ type surgeScale struct {
 	// Repeat (OVERLAYD_SURGE_REPEAT=1): after the "after" reading, a
 	// second surge of as many new clients, and the heap read again.
 	Repeat bool `json:"repeat"`
+	// Announce is the supernode's announce interval: 1 s, or
+	// OVERLAYD_SURGE_ANNOUNCE (the shipped default is 10 s). Every
+	// announcement goes to every connected peer, refused ones included.
+	Announce time.Duration `json:"announce_ns"`
+	// OtherCPUs (OVERLAYD_SURGE_PIN=1) are the CPUs the supernode, the
+	// probes and the early-client process run on: those this process may
+	// not use. Run the benchmark under `taskset -c 1`, say, and the load
+	// generator (the surge clients, in this process) and the measured
+	// processes no longer share a CPU, as on separate machines.
+	OtherCPUs string `json:"other_cpus,omitempty"`
 }
+
+// launcher starts the benchmark's other processes, on sc.OtherCPUs when
+// set.
+func (sc surgeScale) launcher() launcher { return launcher{cpus: sc.OtherCPUs} }
 
 // surgeScaleFor reads the scale from the environment; see BenchmarkSurge.
 func surgeScaleFor(b *testing.B) surgeScale {
-	sc := surgeScale{Capacity: 5, Baseline: 2 * time.Second, Surge: 6 * time.Second, Settle: 2 * time.Second}
+	sc := surgeScale{Capacity: 5, Baseline: 6 * time.Second, Surge: 6 * time.Second, Settle: 2 * time.Second}
 	if !testing.Short() && os.Getenv("OVERLAYD_SURGE") == "1" {
-		sc = surgeScale{Capacity: 25, Baseline: 3 * time.Second, Surge: 15 * time.Second, Settle: 3 * time.Second, Full: true}
+		sc = surgeScale{Capacity: 25, Baseline: 15 * time.Second, Surge: 15 * time.Second, Settle: 3 * time.Second, Full: true}
 		if s := os.Getenv("OVERLAYD_SURGE_CAPACITY"); s != "" {
 			c, err := strconv.Atoi(s)
 			if err != nil || c < 2 || c > 90 {
@@ -70,6 +87,13 @@ func surgeScaleFor(b *testing.B) surgeScale {
 	}
 	sc.Gated = os.Getenv("OVERLAYD_SURGE_GATE") == "1"
 	sc.Repeat = os.Getenv("OVERLAYD_SURGE_REPEAT") == "1"
+	if os.Getenv("OVERLAYD_SURGE_PIN") == "1" {
+		others, err := otherCPUs()
+		if err != nil {
+			b.Fatalf("OVERLAYD_SURGE_PIN=1: %v", err)
+		}
+		sc.OtherCPUs = others
+	}
 	switch s := os.Getenv("OVERLAYD_SURGE_RETRY"); s {
 	case "":
 	case "shipped":
@@ -78,6 +102,8 @@ func surgeScaleFor(b *testing.B) surgeScale {
 		b.Fatalf("OVERLAYD_SURGE_RETRY=%q: want shipped (or unset)", s)
 	}
 	envDuration(b, "OVERLAYD_SURGE_SETTLE", 0, 5*time.Minute, &sc.Settle)
+	sc.Announce = time.Second
+	envDuration(b, "OVERLAYD_SURGE_ANNOUNCE", time.Second, time.Minute, &sc.Announce)
 	return sc
 }
 
@@ -121,7 +147,10 @@ func surgeScaleFor(b *testing.B) surgeScale {
 // long the supernode gets between the surge clients' close and the "after"
 // reading (default 3 s; 2 s at small scale). OVERLAYD_SURGE_REPEAT=1 adds a
 // second surge of as many new clients after that reading, and reads the
-// heap again after it (see repeatSurge).
+// heap again after it (see repeatSurge). OVERLAYD_SURGE_ANNOUNCE sets the
+// supernode's announce interval (default 1 s), and OVERLAYD_SURGE_PIN=1
+// runs the other processes on the CPUs this one may not use (see
+// surgeScale.OtherCPUs).
 //
 // Report. With OVERLAYD_REPORT_DIR set, each scenario writes its whole
 // report as JSON to $OVERLAYD_REPORT_DIR/surge-<policy>.json and the
@@ -416,7 +445,7 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 	nProbes := max(1, C/5)
 	r := &surgeReport{Policy: policy, Scale: sc, EarlyClients: C, EarlyHelper: C - nProbes, Probes: nProbes,
 		SurgeClients: surgeFactor * C, Seed: surgeSeed}
-	sn, snID, boot := startSupernode(ctx, b, bin, dir, C)
+	sn, snID, boot := startSupernode(ctx, b, sc.launcher(), bin, dir, C, sc.Announce)
 	rec := &surgeRecorder{}
 	b.StartTimer()
 
@@ -425,14 +454,14 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 	var probes probeSet
 	for i := range nProbes {
 		name := fmt.Sprintf("probe%d", i)
-		probes = append(probes, startDaemon(ctx, b, bin, dir, name, "--role", "ordinary", "--data-dir", filepath.Join(dir, name),
+		probes = append(probes, startDaemon(ctx, b, sc.launcher(), bin, dir, name, "--role", "ordinary", "--data-dir", filepath.Join(dir, name),
 			"--listen", "/ip4/127.0.0.1/tcp/0", "--bootstrap", boot, "--announce-interval", "1s",
 			"--retry-base", "500ms", "--retry-max", "4s", "--return-interval", "1h", "--api-listen", "off"))
 	}
 	// The other early clients run in their own process, started from
 	// this test binary (TestMain): their keepalives are then timed
 	// outside the process whose scheduler the surge clients saturate.
-	early := startEarly(ctx, b, dir, boot, snID.String(), sc.clientPolicy(policy), 0, C-nProbes, rec)
+	early := startEarly(ctx, b, sc.launcher(), dir, boot, snID.String(), sc.clientPolicy(policy), 0, C-nProbes, rec)
 	probeOK := func() bool {
 		for _, p := range probes {
 			s, err := p.scrape(ctx)
