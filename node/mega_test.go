@@ -147,8 +147,7 @@ func TestForgedMegaGetsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.publish(t, b)
-	waitFor(t, 5*time.Second, "forged certificate counted", func() bool { return target.rejectedForTest(string(protocol.CertSelfSigned)) >= 1 })
+	r.publishUntil(t, "forged certificate counted", func(int) []byte { return b }, func() bool { return target.rejectedForTest(string(protocol.CertSelfSigned)) >= 1 })
 	if _, ok := target.Directory().Snapshot().Get(r.h.ID()); ok {
 		t.Fatal("forged mega entered the directory")
 	}

@@ -287,6 +287,33 @@ func (r *rogue) announcement(t *testing.T, id peer.ID, seq uint64) []byte {
 	return b
 }
 
+// publishUntil publishes msg(i), for i = 0, 1, ..., every half second until
+// cond holds, failing after rogueWait. One GossipSub message is not
+// guaranteed to arrive: a receiver whose validation queue is full drops it
+// (go-libp2p-pubsub logs "message validation throttled"), and a loaded
+// CI run lost the rogue's single publish twice in one run. What the
+// tests check is what the target does with the message once it has it.
+func (r *rogue) publishUntil(t *testing.T, what string, msg func(i int) []byte, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(rogueWait)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		r.publish(t, msg(i))
+		// Polling the target's counters: there is no event to wait on.
+		for range 50 {
+			if cond() {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v (%d publishes)", what, rogueWait, i+1)
+		}
+		<-tick.C
+	}
+}
+
 // rogueWait bounds each check of TestRogueAnnouncementsRejected: a few
 // milliseconds when the machine is idle, but CI runs it shuffled among
 // tests that start hundreds of hosts (one run took over 5 s).
@@ -296,29 +323,34 @@ func TestRogueAnnouncementsRejected(t *testing.T) {
 	target := startNode(t, testConfig(t, RoleOrdinary))
 	victim := startNode(t, testConfig(t, RoleOrdinary))
 	r := newRogue(t, target)
+	// rejected reports whether target counted a rejection for reason
+	// since the call.
 	rejected := func(reason protocol.Reason) func() bool {
-		return func() bool { return target.rejectedForTest(string(reason)) >= 1 }
+		before := target.rejectedForTest(string(reason))
+		return func() bool { return target.rejectedForTest(string(reason)) > before }
 	}
+	same := func(b []byte) func(int) []byte { return func(int) []byte { return b } }
 
 	// Another peer's ID, signed by the rogue.
-	r.publish(t, r.announcement(t, victim.ID(), 1))
-	waitFor(t, rogueWait, "signer mismatch counted", rejected(protocol.ReasonSignerMismatch))
+	r.publishUntil(t, "signer mismatch counted", same(r.announcement(t, victim.ID(), 1)), rejected(protocol.ReasonSignerMismatch))
 
 	// 64 KiB.
-	r.publish(t, make([]byte, 64<<10))
-	waitFor(t, rogueWait, "oversize counted", rejected(protocol.ReasonOversize))
+	r.publishUntil(t, "oversize counted", same(make([]byte, 64<<10)), rejected(protocol.ReasonOversize))
 
-	// Its own announcement is accepted, then a replay of an older seq is not.
-	r.publish(t, r.announcement(t, r.h.ID(), 10))
-	waitFor(t, rogueWait, "own announcement accepted", func() bool { return hasAll(target, []peer.ID{r.h.ID()}) })
-	r.publish(t, r.announcement(t, r.h.ID(), 5))
-	waitFor(t, rogueWait, "stale seq counted", rejected(protocol.ReasonStaleSeq))
+	// Its own announcement is accepted (a repeat carries the next seq, so
+	// none is stale), then a replay of an older seq is not.
+	var own uint64
+	r.publishUntil(t, "own announcement accepted", func(i int) []byte {
+		own = 10 + uint64(i)
+		return r.announcement(t, r.h.ID(), own)
+	}, func() bool { return hasAll(target, []peer.ID{r.h.ID()}) })
+	r.publishUntil(t, "stale seq counted", same(r.announcement(t, r.h.ID(), 5)), rejected(protocol.ReasonStaleSeq))
 
 	if _, ok := target.Directory().Snapshot().Get(victim.ID()); ok {
 		t.Fatal("forged announcement entered the directory")
 	}
-	if e, _ := target.Directory().Snapshot().Get(r.h.ID()); e.Seq != 10 {
-		t.Fatalf("entry seq = %d after a replay, want 10", e.Seq)
+	if e, _ := target.Directory().Snapshot().Get(r.h.ID()); e.Seq < 10 || e.Seq > own {
+		t.Fatalf("entry seq = %d after a replay of 5, want one of the rogue's own, 10..%d", e.Seq, own)
 	}
 }
 
