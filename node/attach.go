@@ -292,9 +292,12 @@ func (c *attacher) stagger(window time.Duration) time.Duration {
 // waitForRing waits, before the first pass, for the directory to arrive
 // through the bootstrap peers: until one full announce interval has passed
 // since the first ring appeared (every supernode has announced once since
-// this node connected), or two intervals in all.
+// this node connected), plus two ring debounce windows, so that the ring
+// rebuilt from the last of those announcements is the one planned with;
+// or two such spans in all. Supernodes' announcements are spread over the
+// interval (announceSchedule), so the last can come just before it ends.
 func (c *attacher) waitForRing(ctx context.Context) {
-	iv := c.n.cfg.AnnounceInterval
+	iv := c.n.cfg.AnnounceInterval + 2*c.n.debounc
 	giveUp := time.NewTimer(2 * iv)
 	defer giveUp.Stop()
 	poll := time.NewTicker(max(iv/20, 5*time.Millisecond))

@@ -634,8 +634,9 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 }
 
 // atGate waits until gated clients are all at their gate: a client
-// reaches it one announce interval after its ring appears (waitForRing),
-// so this waits for every ring, then that interval.
+// reaches it 1.2 announce intervals after its ring appears (waitForRing:
+// the interval and two ring debounce windows of a tenth of it), so this
+// waits for every ring, then 1.5 intervals.
 func atGate(ctx context.Context, b *testing.B, nodes []*node.Node, what string) {
 	b.Helper()
 	err := waitFor(ctx, time.Minute, 20*time.Millisecond, func() bool {
@@ -649,7 +650,7 @@ func atGate(ctx context.Context, b *testing.B, nodes []*node.Node, what string) 
 	if err != nil {
 		b.Fatalf("%s' rings: %v", what, err)
 	}
-	pause(ctx, time.Second+200*time.Millisecond)
+	pause(ctx, 1500*time.Millisecond)
 }
 
 // repeatSurge hits the supernode with a second surge of 20×C new clients,
