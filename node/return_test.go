@@ -79,8 +79,8 @@ func TestReturnHomeLosesNoGroupMessage(t *testing.T) {
 
 	// Publish from 4 goroutines until the member has moved home and a
 	// little after; then free the home slot. Each is paced to one publish
-	// per 2 ms: unpaced, the publishers outran the member's reader (4,000
-	// and more a second), and the listener's and the supernode's bounded
+	// per 2 ms: unpaced, the publishers outran the member's reader (3,000
+	// to 5,000 a second), and the listener's and the supernode's bounded
 	// queues dropped blocks of messages, reported as gaps. That is the
 	// slow-recipient policy at work, not a loss in the move.
 	var published atomic.Int64

@@ -222,58 +222,49 @@ type msgRouterCounts struct {
 }
 
 func msgReadRouter(reg *prometheus.Registry) msgRouterCounts {
-	const direct = "overlayd_supernode_direct_messages_total"
-	u := func(v float64) uint64 { return uint64(v) }
+	v := msgGather(reg)
+	u := func(name string) uint64 { return uint64(v[name]) }
 	return msgRouterCounts{
-		GroupPublishes:  u(msgCounter(reg, "overlayd_supernode_group_publishes_numbered_total")),
-		GroupFramesSent: u(msgCounter(reg, "overlayd_supernode_group_frames_sent_total")),
-		GroupFanouts:    u(msgCounter(reg, "overlayd_supernode_group_fanouts_total")),
-		FanoutRefused:   u(msgCounter(reg, "overlayd_supernode_group_fanout_refused_total")),
-		Relayed:         u(msgCounterWith(reg, direct, "outcome", "relayed")),
-		DeliveredLocal:  u(msgCounterWith(reg, direct, "outcome", "delivered_local")),
+		GroupPublishes:  u("overlayd_supernode_group_publishes_numbered_total"),
+		GroupFramesSent: u("overlayd_supernode_group_frames_sent_total"),
+		GroupFanouts:    u("overlayd_supernode_group_fanouts_total"),
+		FanoutRefused:   u("overlayd_supernode_group_fanout_refused_total"),
+		Relayed:         u(`overlayd_supernode_direct_messages_total{outcome="relayed"}`),
+		DeliveredLocal:  u(`overlayd_supernode_direct_messages_total{outcome="delivered_local"}`),
 	}
 }
 
-// msgCounterWith returns the value of the counter name{label="value"} in
-// reg (0 when absent).
-func msgCounterWith(reg *prometheus.Registry, name, label, value string) float64 {
+// msgGather reads every counter and gauge in reg once, by name for an
+// unlabelled series and as name{label="value"} for a series with one
+// label (an empty map when the registry cannot be read).
+func msgGather(reg *prometheus.Registry) map[string]float64 {
+	out := map[string]float64{}
 	mfs, err := reg.Gather()
 	if err != nil {
-		return 0
+		return out
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
 		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
+			var v float64
+			switch {
+			case m.GetCounter() != nil:
+				v = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				v = m.GetGauge().GetValue()
+			default:
+				continue
+			}
+			switch ls := m.GetLabel(); len(ls) {
+			case 0:
+				out[mf.GetName()] = v
+			case 1:
+				out[fmt.Sprintf("%s{%s=%q}", mf.GetName(), ls[0].GetName(), ls[0].GetValue())] = v
 			}
 		}
 	}
-	return 0
+	return out
 }
 
 // msgCounter returns the value of an unlabelled counter or gauge in reg
 // (0 when absent).
-func msgCounter(reg *prometheus.Registry, name string) float64 {
-	mfs, err := reg.Gather()
-	if err != nil {
-		return 0
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name || len(mf.GetMetric()) == 0 {
-			continue
-		}
-		m := mf.GetMetric()[0]
-		switch {
-		case m.GetCounter() != nil:
-			return m.GetCounter().GetValue()
-		case m.GetGauge() != nil:
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
-}
+func msgCounter(reg *prometheus.Registry, name string) float64 { return msgGather(reg)[name] }

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,15 +67,12 @@ func runEarlyHelper(cfgJSON string, in io.Reader, out, errOut io.Writer) int {
 		return 2
 	}
 	lines := make(chan earlyLine, 1<<16)
-	var dropped int
-	var droppedMu sync.Mutex
+	var dropped atomic.Int64
 	emit := func(l earlyLine) {
 		select {
 		case lines <- l:
 		default:
-			droppedMu.Lock()
-			dropped++
-			droppedMu.Unlock()
+			dropped.Add(1)
 		}
 	}
 	written := make(chan struct{})
@@ -98,10 +96,7 @@ func runEarlyHelper(cfgJSON string, in io.Reader, out, errOut io.Writer) int {
 		}
 	}()
 	defer func() {
-		droppedMu.Lock()
-		d := dropped
-		droppedMu.Unlock()
-		lines <- earlyLine{Ev: "bye", Dropped: d}
+		lines <- earlyLine{Ev: "bye", Dropped: int(dropped.Load())}
 		close(lines)
 		<-written
 	}()

@@ -528,24 +528,11 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 
 	lost := map[int]bool{} // early clients by index; probes from -1 down
 	var probeSamples []timedSamples
-	tick := time.NewTicker(surgeSample)
-	end := time.NewTimer(sc.Surge)
-	for running := true; running; {
-		select {
-		case <-ctx.Done():
-			b.Fatalf("surge: %v", ctx.Err())
-		case <-end.C:
-			running = false
-		case <-tick.C:
-		}
-		s := mustScrape(ctx, b, sn)
+	sampleSurge(ctx, b, sn, sc, "surge", func(s promSample) {
 		r.Samples++
 		r.MaxAttached = max(r.MaxAttached, int(s[seriesAttached]))
 		r.HeapBytes.During = max(r.HeapBytes.During, s[seriesHeap])
 		r.Goroutines.During = max(r.Goroutines.During, s[seriesGoroutines])
-		if int(s[seriesAttached]) > C {
-			b.Fatalf("supernode has %v attached, capacity %d (%.1f s into the surge)", s[seriesAttached], C, time.Since(t0).Seconds())
-		}
 		for _, i := range early.lostClients() {
 			lost[i] = true
 		}
@@ -556,8 +543,7 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 				lost[-1-i] = true
 			}
 		}
-	}
-	tick.Stop()
+	})
 	rec.setRecording(false)
 	t1 := time.Now()
 	final, pd1, rt3 := mustScrape(ctx, b, sn), probes.scrape(ctx, b), readRuntimeStats()
@@ -633,6 +619,33 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 	return r
 }
 
+// sampleSurge reads the supernode's metrics every surgeSample for the
+// surge window, and once more at its end, passing each reading to each;
+// it fails the benchmark as soon as a reading shows more attached than
+// the capacity.
+func sampleSurge(ctx context.Context, b *testing.B, sn *daemon, sc surgeScale, what string, each func(promSample)) {
+	b.Helper()
+	t0 := time.Now()
+	tick := time.NewTicker(surgeSample)
+	defer tick.Stop()
+	end := time.NewTimer(sc.Surge)
+	defer end.Stop()
+	for running := true; running; {
+		select {
+		case <-ctx.Done():
+			b.Fatalf("%s: %v", what, ctx.Err())
+		case <-end.C:
+			running = false
+		case <-tick.C:
+		}
+		s := mustScrape(ctx, b, sn)
+		if int(s[seriesAttached]) > sc.Capacity {
+			b.Fatalf("%s: supernode has %v attached, capacity %d (%.1f s in)", what, s[seriesAttached], sc.Capacity, time.Since(t0).Seconds())
+		}
+		each(s)
+	}
+}
+
 // atGate waits until gated clients are all at their gate: a client
 // reaches it 1.2 announce intervals after its ring appears (waitForRing:
 // the interval and two ring debounce windows of a tenth of it), so this
@@ -672,24 +685,10 @@ func repeatSurge(ctx context.Context, b *testing.B, sn *daemon, dir, boot string
 	atGate(ctx, b, nodes, "second surge clients")
 	rp := &surgeRepeat{GoroutinesDuring: base[seriesGoroutines]}
 	close(gate)
-	tick := time.NewTicker(surgeSample)
-	end := time.NewTimer(sc.Surge)
-	for running := true; running; {
-		select {
-		case <-ctx.Done():
-			b.Fatalf("second surge: %v", ctx.Err())
-		case <-end.C:
-			running = false
-		case <-tick.C:
-		}
-		s := mustScrape(ctx, b, sn)
+	sampleSurge(ctx, b, sn, sc, "second surge", func(s promSample) {
 		rp.MaxAttached = max(rp.MaxAttached, int(s[seriesAttached]))
 		rp.GoroutinesDuring = max(rp.GoroutinesDuring, s[seriesGoroutines])
-		if int(s[seriesAttached]) > C {
-			b.Fatalf("second surge: supernode has %v attached, capacity %d", s[seriesAttached], C)
-		}
-	}
-	tick.Stop()
+	})
 	closeAll(nodes)
 	pause(ctx, sc.Settle)
 	after2, err := sn.settled(ctx, "surge-"+policy+"-heap-after2.pb.gz")
