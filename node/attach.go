@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -14,16 +15,12 @@ import (
 
 	"github.com/overlayd/overlayd/overlay/backoff"
 	"github.com/overlayd/overlayd/overlay/directory"
-	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 )
 
 // Client-side attach settings.
 const (
-	// ClusterSize is R: a peer's home cluster is the first R distinct
-	// supernodes on the ring at hash(peer ID).
-	ClusterSize = 3
 	// maxPerPass bounds the supernodes one failover pass asks, so a client
 	// never sweeps the whole directory in one go.
 	maxPerPass = 8
@@ -33,23 +30,6 @@ const (
 	// connection manager.
 	protectTag = "overlayd-attached"
 )
-
-// HomeCluster returns the home cluster of id on r: the first ClusterSize
-// distinct members at HashKey(id's bytes). The key is the peer ID's binary
-// form.
-func HomeCluster(r *ring.Ring, id peer.ID) []peer.ID {
-	if r == nil {
-		return nil
-	}
-	ids := r.LookupN([]byte(id), ClusterSize, nil)
-	out := make([]peer.ID, 0, len(ids))
-	for _, s := range ids {
-		if p, err := peer.Decode(s); err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
 
 // plan is the pure failover order for one pass: the home cluster in ring
 // order, then the alternatives supernodes offered, then other supernodes
@@ -325,7 +305,7 @@ func (c *attacher) waitForRing(ctx context.Context) {
 // offered.
 func (c *attacher) pass(ctx context.Context, reason pb.AttachRequest_Reason, alts []peer.AddrInfo) (*clientSession, time.Duration, []peer.AddrInfo) {
 	self := c.n.ID()
-	home := HomeCluster(c.n.rings.Load(), self)
+	home := cluster.Home(c.n.rings.Load(), []byte(self))
 	snap := c.n.dir.Snapshot()
 	now := c.n.now()
 	candidates := plan(self, home, alts, snap, c.notBefore, now, c.rng)
@@ -546,7 +526,7 @@ func (c *attacher) keep(ctx context.Context, sess *clientSession) sessionEnd {
 				// The home cluster follows the ring: a supernode that was
 				// home may no longer be (ring changes, a mega-supernode
 				// that was briefly seen as regular).
-				home := slices.Contains(HomeCluster(c.n.rings.Load(), c.n.ID()), sess.peer)
+				home := slices.Contains(cluster.Home(c.n.rings.Load(), []byte(c.n.ID())), sess.peer)
 				c.mu.Lock()
 				sess.home = home
 				c.mu.Unlock()
@@ -619,7 +599,7 @@ func (c *attacher) linger(ctx context.Context, old, next *clientSession, frames 
 // capacity, without leaving the current session first.
 func (c *attacher) tryReturn(ctx context.Context) *clientSession {
 	self := c.n.ID()
-	home := HomeCluster(c.n.rings.Load(), self)
+	home := cluster.Home(c.n.rings.Load(), []byte(self))
 	snap := c.n.dir.Snapshot()
 	for _, id := range home {
 		e, ok := snap.Get(id)

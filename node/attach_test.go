@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -104,7 +105,7 @@ func startClientConfig(t *testing.T, c Config, opts ...Option) *Node {
 func TestAttachHomeCluster(t *testing.T) {
 	sns := supernodes(t, 3, 10)
 	key, id := newKey(t)
-	home := HomeCluster(sns[0].Ring(), id)
+	home := cluster.Home(sns[0].Ring(), []byte(id))
 	if len(home) != 3 {
 		t.Fatalf("home cluster %v", home)
 	}
@@ -130,7 +131,7 @@ func TestAttachHomeCluster(t *testing.T) {
 func TestAttachBusyGoesToNext(t *testing.T) {
 	sns := supernodes(t, 3, 10)
 	key, id := newKey(t)
-	home := HomeCluster(sns[0].Ring(), id)
+	home := cluster.Home(sns[0].Ring(), []byte(id))
 	full := byID(sns, home[0])
 	if err := full.sems.Attached.SetMax(0); err != nil {
 		t.Fatal(err)

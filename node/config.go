@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"io"
 	"net"
 	"os"
@@ -287,7 +288,7 @@ func (c *Config) rolePolicy() RolePolicy {
 		SpareLow:        c.AutoSpareLow,
 		SpareHigh:       c.AutoSpareHigh,
 		HomeHighLoad:    HomeHighLoad,
-		ClusterSize:     ClusterSize,
+		ClusterSize:     cluster.Size,
 		PromoteDelayMin: c.AutoPromoteDelayMin,
 		PromoteDelayMax: c.AutoPromoteDelayMax,
 		DemoteAfter:     c.AutoDemoteAfter,

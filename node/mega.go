@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"os"
 	"time"
 
@@ -284,7 +285,7 @@ func megaOrder(self peer.ID, megas []peer.AddrInfo, caps []uint32) []peer.AddrIn
 	members := make([]ring.Member, len(megas))
 	byID := make(map[string]peer.AddrInfo, len(megas))
 	for i, m := range megas {
-		members[i] = ring.Member{ID: m.ID.String(), Weight: weight(caps[i])}
+		members[i] = ring.Member{ID: m.ID.String(), Weight: cluster.Weight(caps[i])}
 		byID[m.ID.String()] = m
 	}
 	r, err := ring.New(members)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"crypto/rand"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"log/slog"
 	"slices"
 	"testing"
@@ -233,7 +234,7 @@ func TestFallbackToMegasAndHandBack(t *testing.T) {
 		for _, c := range clients {
 			if _, ok := moved[c.ID()]; !ok {
 				t.Logf("client %s on %s, home %v, attempts accept %v busy %v error %v", c.ID().ShortString(), c.attachmentForTest().ShortString(),
-					HomeCluster(c.Ring(), c.ID()), c.attemptsForTest("accept"), c.attemptsForTest("busy"), c.attemptsForTest("error"))
+					cluster.Home(c.Ring(), []byte(c.ID())), c.attemptsForTest("accept"), c.attemptsForTest("busy"), c.attemptsForTest("error"))
 			}
 		}
 		for _, r := range regs {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"sync"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func keyHomedAt(t *testing.T, sns []*Node, sn *Node) crypto.PrivKey {
 	t.Helper()
 	for range 1000 {
 		k, id := newKey(t)
-		if h := HomeCluster(sns[0].Ring(), id); len(h) > 0 && h[0] == sn.ID() {
+		if h := cluster.Home(sns[0].Ring(), []byte(id)); len(h) > 0 && h[0] == sn.ID() {
 			return k
 		}
 	}

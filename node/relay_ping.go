@@ -30,7 +30,7 @@ const (
 	// peer ID and a few addresses.
 	maxLocateFrame = 4 << 10
 	// locateTimeout bounds a locate round trip; the supernode may ask up
-	// to ClusterSize home members in turn.
+	// to cluster.Size home members in turn.
 	locateTimeout = 8 * time.Second
 	// maxPingCount bounds the pings of one request.
 	maxPingCount = 20

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,7 +22,7 @@ func TestReturnHomeLosesNoGroupMessage(t *testing.T) {
 	sns := supernodes(t, 5, 1)
 	boot := p2pAddr(sns[0])
 	mkey, mid := newKey(t)
-	homeIDs := HomeCluster(sns[0].Ring(), mid)
+	homeIDs := cluster.Home(sns[0].Ring(), []byte(mid))
 	var blockers []*Node
 	for _, h := range homeIDs {
 		sn := byID(sns, h)

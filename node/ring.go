@@ -4,38 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/overlayd/overlayd/overlay/directory"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/ring"
-	"github.com/overlayd/overlayd/protocol"
 )
-
-// WeightUnit is the capacity, in attached peers, of one unit of ring weight:
-// a supernode of capacity c has weight max(1, round(c / WeightUnit)), capped
-// at MaxWeight, so points scale with capacity without a big supernode
-// costing thousands of points.
-const (
-	WeightUnit = 100
-	MaxWeight  = 64
-)
-
-// weight maps an announced capacity to a ring weight.
-func weight(capacity uint32) int {
-	w := (int(capacity) + WeightUnit/2) / WeightUnit
-	return min(max(w, 1), MaxWeight)
-}
-
-// ringMembers returns the regular supernodes of a snapshot as ring members.
-// Mega-supernodes are the fallback tier and are not on the cluster ring.
-func ringMembers(s *directory.Snapshot) []ring.Member {
-	ms := make([]ring.Member, 0, s.Len())
-	for _, e := range s.Entries {
-		if e.Role != protocol.RoleSupernode {
-			continue
-		}
-		ms = append(ms, ring.Member{ID: e.ID.String(), Weight: weight(e.Capacity)})
-	}
-	return ms
-}
 
 // ringLoop keeps the published ring in step with the directory, off the
 // lookup path: a membership change starts a debounce window, and at its end
@@ -52,7 +23,7 @@ func (n *Node) ringLoop(ctx context.Context) {
 			return
 		}
 		built = s.Membership
-		ms := ringMembers(s)
+		ms := cluster.Members(s)
 		n.m.ringRebuilds.Inc()
 		n.m.ringInfo.Reset()
 		if len(ms) == 0 {

@@ -24,7 +24,7 @@ import (
 //     least MinCapacity, and the network needs supernodes: the spare
 //     capacity of the regular supernodes per attached client is below
 //     SpareLow, or this node's home cluster is under-served (fewer than
-//     ClusterSize members, or every member at HomeHighLoad or more while
+//     cluster.Size members, or every member at HomeHighLoad or more while
 //     the spare per client is below (SpareLow+SpareHigh)/2).
 //     A criterion that stops holding cancels the wait; the next one draws
 //     a new delay. N eligible nodes thus promote spread over the window,
@@ -35,7 +35,7 @@ import (
 //     has a surplus for a delay drawn from [DemoteAfter, 2×DemoteAfter]:
 //     spare per client above SpareHigh, and without this node's capacity
 //     the spare per client would still be above SpareLow, at least
-//     ClusterSize regular supernodes would remain, and its own home cluster
+//     cluster.Size regular supernodes would remain, and its own home cluster
 //     (without it) would not be under-served. So a node demotes only into
 //     a state in which it would not promote again.
 //
@@ -100,7 +100,7 @@ type RoleInput struct {
 	// Supernodes is the directory (self included while serving).
 	Supernodes []RoleEntry
 	// Home is this node's home cluster as an ordinary node, in ring
-	// order: the first ClusterSize supernodes at hash(Self) other than
+	// order: the first cluster.Size supernodes at hash(Self) other than
 	// Self. For a serving node it is the home it would have once demoted.
 	Home []peer.ID
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"testing"
 	"time"
 )
@@ -47,7 +48,7 @@ func TestAutoRolePolicyFromConfig(t *testing.T) {
 	c := DefaultConfig()
 	c.AutoSpareLow, c.AutoSpareHigh, c.AutoMinCapacity = 0.1, 0.9, 7
 	p := c.rolePolicy()
-	if p.SpareLow != 0.1 || p.SpareHigh != 0.9 || p.MinCapacity != 7 || p.ClusterSize != ClusterSize ||
+	if p.SpareLow != 0.1 || p.SpareHigh != 0.9 || p.MinCapacity != 7 || p.ClusterSize != cluster.Size ||
 		p.PromoteDelayMax != c.AutoPromoteDelayMax || p.DemoteAfter != c.AutoDemoteAfter || p.MinUptime != c.AutoMinUptime {
 		t.Fatalf("policy %+v from config", p)
 	}

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"strings"
 	"sync"
 	"testing"
@@ -487,8 +488,8 @@ func TestAllAutoNetworkFormsItsTier(t *testing.T) {
 		return serving(publics)
 	})
 	t.Logf("every node auto: %d of 6 public nodes promoted; tier stable and the private nodes attached %v after start", k, time.Since(start))
-	if k < ClusterSize || k > ClusterSize+1 {
-		t.Fatalf("%d auto supernodes; want a full home cluster of %d (one more at most)", k, ClusterSize)
+	if k < cluster.Size || k > cluster.Size+1 {
+		t.Fatalf("%d auto supernodes; want a full home cluster of %d (one more at most)", k, cluster.Size)
 	}
 	if serving(privates) != 0 {
 		t.Fatal("a private auto node promoted")

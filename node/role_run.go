@@ -3,13 +3,11 @@ package node
 import (
 	"context"
 	"fmt"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"math/rand/v2"
 	"sync"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-
-	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 )
 
@@ -140,25 +138,8 @@ func (n *Node) roleInput() RoleInput {
 		Capacity:     n.cfg.Capacity,
 		Self:         self,
 		Supernodes:   es,
-		Home:         homeWithout(n.rings.Load(), self),
+		Home:         cluster.HomeWithout(n.rings.Load(), []byte(self), self),
 	}
-}
-
-// homeWithout is self's home cluster on r as if self were not a member:
-// the first ClusterSize distinct members after hash(self) other than self
-// (removing a member from a consistent-hash ring leaves the order of the
-// others unchanged).
-func homeWithout(r *ring.Ring, self peer.ID) []peer.ID {
-	if r == nil {
-		return nil
-	}
-	out := make([]peer.ID, 0, ClusterSize)
-	for _, s := range r.LookupN([]byte(self), ClusterSize+1, nil) {
-		if p, err := peer.Decode(s); err == nil && p != self && len(out) < ClusterSize {
-			out = append(out, p)
-		}
-	}
-	return out
 }
 
 func (n *Node) setRoleDecision(d RoleDecision) {

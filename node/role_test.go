@@ -204,7 +204,7 @@ func TestDecideRoleDemotion(t *testing.T) {
 		in.Supernodes = append(directoryOf(2, 100, 5), RoleEntry{ID: "self", Capacity: 20})
 		act, _, dec := runUntil(p, in, RoleState{}, rand.New(rand.NewPCG(5, 6)), 10*time.Minute)
 		if act != RoleStay || criterion(dec, CritSurplus).Held {
-			t.Fatalf("demoted below ClusterSize regular supernodes: %v %s", act, dec.Reason)
+			t.Fatalf("demoted below cluster.Size regular supernodes: %v %s", act, dec.Reason)
 		}
 	})
 	t.Run("surplus must be sustained", func(t *testing.T) {

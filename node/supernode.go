@@ -43,7 +43,6 @@ func (n *Node) startSupernode() error {
 	n.router, err = supernode.NewRouter(n.host, n.admission, supernode.RouterConfig{
 		Ring:        n.rings.Load,
 		IsSupernode: n.isSupernode,
-		ClusterSize: ClusterSize,
 		Refresh:     n.cfg.AnnounceInterval,
 		Sems:        n.sems,
 		Fanout:      n.engine,

@@ -1,6 +1,9 @@
 package protocol
 
-import "time"
+import (
+	"crypto/rand"
+	"time"
+)
 
 // Version is the overlayd protocol version carried in announcements.
 const Version = 1
@@ -70,3 +73,12 @@ const (
 	// MessageIDLen is the length of a message ID.
 	MessageIDLen = 16
 )
+
+// NewMessageID returns a fresh random message ID of MessageIDLen bytes.
+// IDs name a message end to end (acks, dedup, results), so they come from
+// crypto/rand: a peer must not be able to predict another's next ID.
+func NewMessageID() []byte {
+	b := make([]byte, MessageIDLen)
+	_, _ = rand.Read(b)
+	return b
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 	"github.com/overlayd/overlayd/supernode/capacity"
@@ -327,25 +328,16 @@ func (a *Admission) alternatives() []*pb.PeerAddrs {
 		return nil
 	}
 	cs := a.cfg.Candidates()
-	out := make([]*pb.PeerAddrs, 0, protocol.MaxAlternatives)
-	total := 0
-	for _, c := range cs {
-		total += max(c.Spare, 0)
+	spare := make([]int, len(cs))
+	for i, c := range cs {
+		spare[i] = c.Spare
 	}
 	a.rngMu.Lock()
-	defer a.rngMu.Unlock()
-	for len(out) < protocol.MaxAlternatives && total > 0 {
-		x := a.rng.IntN(total)
-		for i := range cs {
-			sp := max(cs[i].Spare, 0)
-			if x < sp {
-				out = append(out, protocol.PeerAddrsPB(cs[i].AddrInfo))
-				total -= sp
-				cs[i].Spare = 0
-				break
-			}
-			x -= sp
-		}
+	picked := cluster.Sample(spare, protocol.MaxAlternatives, a.rng)
+	a.rngMu.Unlock()
+	out := make([]*pb.PeerAddrs, 0, len(picked))
+	for _, i := range picked {
+		out = append(out, protocol.PeerAddrsPB(cs[i].AddrInfo))
 	}
 	return out
 }

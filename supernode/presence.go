@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 )
@@ -43,20 +44,7 @@ type presenceUpdate struct {
 const batchLimit = 1000
 
 // cluster returns the home cluster of key on the live ring.
-func (r *Router) cluster(key []byte) []peer.ID {
-	rg := r.cfg.Ring()
-	if rg == nil {
-		return nil
-	}
-	ids := rg.LookupN(key, r.cfg.ClusterSize, nil)
-	out := make([]peer.ID, 0, len(ids))
-	for _, s := range ids {
-		if p, err := peer.Decode(s); err == nil {
-			out = append(out, p)
-		}
-	}
-	return out
-}
+func (r *Router) cluster(key []byte) []peer.ID { return cluster.Home(r.cfg.Ring(), key) }
 
 // sendPresence tells each update's home cluster, one batch per member.
 func (r *Router) sendPresence(ups []presenceUpdate) {

@@ -2,7 +2,6 @@ package supernode
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/overlay/dedup"
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
@@ -35,8 +35,6 @@ type RouterConfig struct {
 	// IsSupernode reports whether p is a live supernode of the directory;
 	// relay and lookup streams from anyone else are refused.
 	IsSupernode func(p peer.ID) bool
-	// ClusterSize is R, the size of a home cluster.
-	ClusterSize int
 	// Refresh is how often presence and group membership are re-sent to
 	// their homes; records expire after 3 refreshes without one.
 	Refresh time.Duration
@@ -79,9 +77,7 @@ type Router struct {
 	// recent remembers message IDs routed lately: a sender's retry of
 	// the same ID is routed with a fresh lookup, not the cached route
 	// that may have lost the first copy.
-	recent      map[string]struct{}
-	recentOrder []string
-	recentNext  int
+	recent *dedup.Window
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -100,9 +96,6 @@ type RouterStats struct {
 func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 	if h == nil || adm == nil || cfg.Ring == nil || cfg.IsSupernode == nil || cfg.Sems == nil || cfg.Fanout == nil {
 		return nil, errors.New("router: missing host, admission, ring, directory, semaphores or fanout engine")
-	}
-	if cfg.ClusterSize < 1 {
-		cfg.ClusterSize = 3
 	}
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = 10 * time.Second
@@ -133,9 +126,8 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 		joined:   make(map[peer.ID]map[string]bool),
 		sessions: make(map[peer.ID]uint64),
 		inbound:  make(map[network.Stream]struct{}),
-		recent:   make(map[string]struct{}),
+		recent:   dedup.New(recentRoutes),
 	}
-	r.recentOrder = make([]string, 4096)
 	r.links = newLinks(h, r.log, cfg.Now)
 	r.links.failed = r.dropRoutesVia
 	return r, nil
@@ -285,20 +277,15 @@ func (r *Router) onSend(client peer.ID, m *pb.DirectMessage) {
 	})
 }
 
+// recentRoutes is how many routed message IDs a router remembers to
+// recognise a sender's retry.
+const recentRoutes = 4096
+
 // seenRecently records key and reports whether it was already there.
 func (r *Router) seenRecently(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.recent[key]; ok {
-		return true
-	}
-	if old := r.recentOrder[r.recentNext]; old != "" {
-		delete(r.recent, old)
-	}
-	r.recentOrder[r.recentNext] = key
-	r.recentNext = (r.recentNext + 1) % len(r.recentOrder)
-	r.recent[key] = struct{}{}
-	return false
+	return r.recent.Seen(key)
 }
 
 // dropRoutesVia forgets cached locations that point at a supernode frames
@@ -466,11 +453,4 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 			r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: k.PublishResult.GetResult()}}))
 		}
 	}
-}
-
-// newID returns a random message ID.
-func newID() []byte {
-	b := make([]byte, protocol.MessageIDLen)
-	_, _ = rand.Read(b)
-	return b
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"math"
 	"os"
 	"slices"
@@ -951,7 +952,7 @@ func msgKeyHomedAt(tb testing.TB, rg *ring.Ring, sn peer.ID) crypto.PrivKey {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if h := node.HomeCluster(rg, id); len(h) > 0 && h[0] == sn {
+		if h := cluster.Home(rg, []byte(id)); len(h) > 0 && h[0] == sn {
 			return k
 		}
 	}
