@@ -2,157 +2,289 @@ package node
 
 import (
 	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
-	"runtime/debug"
-	"slices"
-	"strings"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/protocol"
 )
 
+// The local API: every route the daemon serves, in one place. The types
+// are in package localapi, whose doc lists the routes for its users.
+//
+//	GET  /v1/status                    Status
+//	GET  /v1/peers                     []Peer
+//	GET  /v1/supernodes                []Supernode
+//	GET  /v1/ring                      Ring
+//	POST /v1/send                      SendRequest → SendResponse
+//	GET  /v1/groups                    []string (joined groups)
+//	POST /v1/groups/{group}/join       {}
+//	POST /v1/groups/{group}/leave      {}
+//	POST /v1/groups/{group}/publish    SendRequest → PublishResponse
+//	GET  /v1/groups/{group}/members    GroupMembers
+//	GET  /v1/listen                    stream of Inbound, one JSON per line
+//	POST /v1/ping                      PingRequest → PingResponse
+//	POST /v1/promote                   CertRequest (a certificate) → Status
+//	POST /v1/demote                    {} → Status
+//	POST /v1/revoke                    CertRequest (a revocation) → {"serial": N}
+
 func (n *Node) startAPI(ctx context.Context) error {
-	addr := n.cfg.APIListen
-	ln, token, err := localapi.Listen(ctx, n.cfg.DataDir, addr)
+	ln, token, err := localapi.Listen(ctx, n.cfg.DataDir, n.cfg.APIListen)
 	if err != nil {
 		return err
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.Status()) })
-	mux.HandleFunc("GET /v1/peers", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.Peers()) })
-	mux.HandleFunc("GET /v1/supernodes", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.Supernodes()) })
-	mux.HandleFunc("GET /v1/ring", func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, n.RingInfo()) })
+	get := func(path string, f func() any) {
+		mux.HandleFunc("GET "+path, func(w http.ResponseWriter, _ *http.Request) { localapi.WriteJSON(w, f()) })
+	}
+	get("/v1/status", func() any { return n.Status() })
+	get("/v1/peers", func() any { return n.Peers() })
+	get("/v1/supernodes", func() any { return n.Supernodes() })
+	get("/v1/ring", func() any { return n.RingInfo() })
 	n.messagingRoutes(mux)
-	n.megaRoutes(mux)
-	n.relayRoutes(mux)
+	mux.HandleFunc("POST /v1/ping", n.servePing)
+	mux.HandleFunc("POST /v1/promote", n.servePromote)
+	mux.HandleFunc("POST /v1/demote", n.serveDemote)
+	mux.HandleFunc("POST /v1/revoke", n.serveRevoke)
 	n.apiSrv = n.serve(ln, localapi.RequireToken(token, mux))
 	n.log.Info("local API", "addr", ln.Addr().String())
 	return nil
 }
 
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+// errNoClient answers messaging requests on a pinned supernode, which has
+// no client side (it relays messages; it does not send or receive them).
+var errNoClient = errors.New("only ordinary and auto nodes send and receive messages; a --role supernode node relays them")
+
+// messagingRoutes adds the messaging routes, served by the client.
+func (n *Node) messagingRoutes(mux *http.ServeMux) {
+	// withClient answers 409 on a node without a client side.
+	withClient := func(f func(w http.ResponseWriter, r *http.Request, c *client.Client)) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if n.client == nil {
+				localapi.WriteError(w, http.StatusConflict, errNoClient)
+				return
+			}
+			f(w, r, n.client)
+		}
 	}
-	return "(devel)"
+	mux.HandleFunc("POST /v1/send", withClient(func(w http.ResponseWriter, r *http.Request, c *client.Client) {
+		var req localapi.SendRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		to, err := peer.Decode(req.To)
+		if err != nil {
+			localapi.WriteError(w, http.StatusBadRequest, fmt.Errorf("recipient %q is not a peer ID: %w", req.To, err))
+			return
+		}
+		id, err := c.Send(r.Context(), to, payloadOf(req))
+		if err != nil {
+			localapi.WriteError(w, httpStatus(err), fmt.Errorf("message %x not delivered: %w", id, err))
+			return
+		}
+		localapi.WriteJSON(w, localapi.SendResponse{ID: hex.EncodeToString(id), Status: "delivered"})
+	}))
+	mux.HandleFunc("GET /v1/groups", withClient(func(w http.ResponseWriter, _ *http.Request, c *client.Client) {
+		localapi.WriteJSON(w, c.Groups())
+	}))
+	groupOp := func(op func(*client.Client, string) error) http.HandlerFunc {
+		return withClient(func(w http.ResponseWriter, r *http.Request, c *client.Client) {
+			if err := op(c, r.PathValue("group")); err != nil {
+				localapi.WriteError(w, httpStatus(err), err)
+				return
+			}
+			localapi.WriteJSON(w, struct{}{})
+		})
+	}
+	mux.HandleFunc("POST /v1/groups/{group}/join", groupOp((*client.Client).Join))
+	mux.HandleFunc("POST /v1/groups/{group}/leave", groupOp((*client.Client).Leave))
+	mux.HandleFunc("POST /v1/groups/{group}/publish", withClient(func(w http.ResponseWriter, r *http.Request, c *client.Client) {
+		var req localapi.SendRequest
+		if !decode(w, r, &req) {
+			return
+		}
+		g := r.PathValue("group")
+		res, err := c.Publish(r.Context(), g, payloadOf(req))
+		if err != nil {
+			localapi.WriteError(w, httpStatus(err), fmt.Errorf("publish to %s: %w", g, err))
+			return
+		}
+		localapi.WriteJSON(w, localapi.PublishResponse{ID: hex.EncodeToString(res.ID), Group: g, Epoch: res.Epoch, Seq: res.Seq})
+	}))
+	mux.HandleFunc("GET /v1/groups/{group}/members", withClient(func(w http.ResponseWriter, r *http.Request, c *client.Client) {
+		g := r.PathValue("group")
+		ms, err := c.Members(r.Context(), g)
+		if err != nil {
+			localapi.WriteError(w, httpStatus(err), err)
+			return
+		}
+		out := localapi.GroupMembers{Group: g, Members: make([]string, 0, len(ms))}
+		for _, m := range ms {
+			out.Members = append(out.Members, m.String())
+		}
+		localapi.WriteJSON(w, out)
+	}))
+	mux.HandleFunc("GET /v1/listen", withClient(func(w http.ResponseWriter, r *http.Request, c *client.Client) {
+		l := c.Listen()
+		defer l.Close()
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		flusher, _ := w.(http.Flusher)
+		if flusher != nil {
+			flusher.Flush()
+		}
+		enc := json.NewEncoder(w)
+		for {
+			select {
+			case <-r.Context().Done():
+				return
+			case in := <-l.C:
+				if enc.Encode(inboundJSON(in)) != nil {
+					return
+				}
+				if flusher != nil {
+					flusher.Flush()
+				}
+			}
+		}
+	}))
 }
 
-// Status reports the node's state.
-func (n *Node) Status() localapi.Status {
-	role, why := n.Role()
-	s := localapi.Status{
-		PeerID:         n.host.ID().String(),
-		Role:           string(role),
-		ConfiguredRole: string(n.cfg.Role),
-		RoleReason:     why,
-		Reachability:   strings.ToLower(n.Reachability().String()),
-		Capacity:       n.cfg.Capacity,
-		StartedAt:      n.started,
-		UptimeSeconds:  n.now().Sub(n.started).Seconds(),
-		ConnectedPeers: len(n.host.Network().Peers()),
-		DirectorySize:  n.dir.Snapshot().Len(),
-		Version:        version(),
+// inboundJSON is in as the local API shows it.
+func inboundJSON(in client.Inbound) localapi.Inbound {
+	out := localapi.Inbound{Kind: in.Kind, Group: in.Group, Epoch: in.Epoch, Seq: in.Seq,
+		Payload: in.Payload, Text: printable(in.Payload), Dropped: in.Dropped, Time: in.Time}
+	if in.From != "" {
+		out.From = in.From.String()
 	}
-	if n.cfg.Role == RoleAuto {
-		_, _, crit := n.autoRole()
-		for _, c := range crit {
-			s.RoleCriteria = append(s.RoleCriteria, localapi.RoleCriterion{Name: c.Name, Held: c.Held, Detail: c.Detail})
+	if len(in.ID) > 0 {
+		out.ID = hex.EncodeToString(in.ID)
+	}
+	return out
+}
+
+// printable returns b as text when it is valid UTF-8 without control
+// characters other than newline and tab, else "".
+func printable(b []byte) string {
+	s := string(b)
+	for _, r := range s {
+		if r == 0xfffd || (r < 0x20 && r != '\n' && r != '\t') {
+			return ""
 		}
-		if at := n.roleChangedAt(); !at.IsZero() {
-			s.RoleChangedAt = &at
-		}
-	}
-	for _, a := range n.host.Addrs() {
-		s.Addrs = append(s.Addrs, a.String())
-	}
-	if r := n.rings.Load(); r != nil {
-		s.RingVersion = r.Version()
-	}
-	if n.attacher != nil {
-		a, ok := n.attacher.Attachment()
-		s.Failovers = a.Failovers
-		if ok {
-			s.Attachment = &localapi.Attachment{Supernode: a.Supernode.String(), Since: a.Since, Home: a.Home}
-		}
-	}
-	if n.sems != nil && n.serving.Load() {
-		for _, sem := range n.sems.All() {
-			st := sem.Stats()
-			s.Semaphores = append(s.Semaphores, localapi.Semaphore{Name: st.Name, InUse: st.InUse, Max: st.Max, Acquired: st.Acquired, Refused: st.Refused})
-		}
-	}
-	if n.admission != nil {
-		s.AttachedClients = n.admission.Load()
-	}
-	s.Relay = n.relayStatus()
-	if c, ok := n.MegaCert(); ok {
-		s.Role = "mega"
-		s.RoleReason = fmt.Sprintf("operator certificate %d, capacity %d, until %s", c.Serial, c.Capacity, c.NotAfter.UTC().Format(time.RFC3339))
-		s.Capacity = int(c.Capacity)
-		s.Mega = &localapi.MegaCert{Serial: c.Serial, Capacity: c.Capacity, NotBefore: c.NotBefore, NotAfter: c.NotAfter}
 	}
 	return s
 }
 
-// Peers lists the connected peers, sorted by ID.
-func (n *Node) Peers() []localapi.Peer {
-	snap := n.dir.Snapshot()
-	attached := map[peer.ID]time.Time{}
-	if n.admission != nil {
-		for _, si := range n.admission.Sessions() {
-			attached[si.Peer] = si.Since
-		}
+func (n *Node) servePing(w http.ResponseWriter, r *http.Request) {
+	var req localapi.PingRequest
+	if !decode(w, r, &req) {
+		return
 	}
-	out := []localapi.Peer{}
-	for _, id := range n.host.Network().Peers() {
-		p := localapi.Peer{ID: id.String()}
-		for _, c := range n.host.Network().ConnsToPeer(id) {
-			p.Addrs = append(p.Addrs, c.RemoteMultiaddr().String())
-			if c.Stat().Direction == network.DirInbound {
-				p.Direction = "inbound"
-			} else if p.Direction == "" {
-				p.Direction = "outbound"
-			}
-		}
-		_, p.Supernode = snap.Get(id)
-		if since, ok := attached[id]; ok {
-			p.Attached, p.AttachedSince = true, &since
-		}
-		out = append(out, p)
+	target, err := peer.Decode(req.Peer)
+	if err != nil {
+		localapi.WriteError(w, http.StatusBadRequest, fmt.Errorf("%q is not a peer ID: %w", req.Peer, err))
+		return
 	}
-	slices.SortFunc(out, func(a, b localapi.Peer) int { return strings.Compare(a.ID, b.ID) })
-	return out
+	wait := time.Duration(min(max(req.WaitMs, 0), 60_000)) * time.Millisecond
+	res, err := n.Ping(r.Context(), target, req.Count, wait)
+	if err != nil {
+		status := httpStatus(err)
+		if status == http.StatusInternalServerError {
+			status = http.StatusBadGateway
+		}
+		localapi.WriteError(w, status, fmt.Errorf("ping %s: %w", target, err))
+		return
+	}
+	localapi.WriteJSON(w, res)
 }
 
-// Supernodes lists the directory, sorted by ID.
-func (n *Node) Supernodes() []localapi.Supernode {
-	out := []localapi.Supernode{}
-	for _, e := range n.dir.Snapshot().Entries {
-		s := localapi.Supernode{
-			ID: e.ID.String(), Role: e.Role.String(), Capacity: e.Capacity, Load: e.Load, Spare: int64(e.Capacity) - int64(e.Load),
-			Seq: e.Seq, LastSeen: e.LastSeen, Expires: e.Expires, Self: e.ID == n.ID(),
-		}
-		for _, a := range e.Addrs {
-			s.Addrs = append(s.Addrs, a.String())
-		}
-		if e.Cert != nil {
-			until := e.Cert.NotAfter
-			s.MegaUntil = &until
-		}
-		out = append(out, s)
+func (n *Node) servePromote(w http.ResponseWriter, r *http.Request) {
+	var req localapi.CertRequest
+	if !decode(w, r, &req) {
+		return
 	}
-	return out
+	raw, err := protocol.DecodeBlob(req.Blob)
+	if err == nil {
+		_, err = n.Promote(r.Context(), raw)
+	}
+	if err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, ErrNotSupernode) {
+			code = http.StatusConflict
+		}
+		localapi.WriteError(w, code, err)
+		return
+	}
+	localapi.WriteJSON(w, n.Status())
 }
 
-// RingInfo describes the live ring.
-func (n *Node) RingInfo() localapi.Ring {
-	r := n.rings.Load()
-	if r == nil {
-		return localapi.Ring{}
+func (n *Node) serveDemote(w http.ResponseWriter, r *http.Request) {
+	if err := n.Demote(r.Context(), "operator"); err != nil {
+		localapi.WriteError(w, http.StatusConflict, err)
+		return
 	}
-	return localapi.Ring{Stats: r.Stats()}
+	localapi.WriteJSON(w, n.Status())
+}
+
+func (n *Node) serveRevoke(w http.ResponseWriter, r *http.Request) {
+	var req localapi.CertRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	raw, err := protocol.DecodeBlob(req.Blob)
+	if err != nil {
+		localapi.WriteError(w, http.StatusBadRequest, err)
+		return
+	}
+	rev, err := n.Revoke(r.Context(), raw)
+	if err != nil {
+		localapi.WriteError(w, http.StatusBadRequest, err)
+		return
+	}
+	localapi.WriteJSON(w, map[string]uint64{"serial": rev.Serial})
+}
+
+// decode reads a JSON body of at most a payload and its envelope.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 2*protocol.MaxPayload+4096))
+	if err == nil {
+		err = json.Unmarshal(body, v)
+	}
+	if err != nil {
+		localapi.WriteError(w, http.StatusBadRequest, fmt.Errorf("request body: %w", err))
+		return false
+	}
+	return true
+}
+
+func payloadOf(req localapi.SendRequest) []byte {
+	if req.Payload != nil {
+		return req.Payload
+	}
+	return []byte(req.Text)
+}
+
+// httpStatus maps the client's errors to HTTP statuses for the CLI.
+func httpStatus(err error) int {
+	switch {
+	case errors.Is(err, client.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, client.ErrOffline), errors.Is(err, client.ErrNotLocated):
+		return http.StatusNotFound
+	case errors.Is(err, client.ErrUnreachable):
+		return http.StatusBadGateway
+	case errors.Is(err, client.ErrBusy), errors.Is(err, client.ErrNotAttached):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, client.ErrNoAck):
+		return http.StatusGatewayTimeout
+	}
+	return http.StatusInternalServerError
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
-	"github.com/overlayd/overlayd/overlay/cluster"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 )
@@ -114,7 +114,7 @@ func TestAttachHomeCluster(t *testing.T) {
 	if got := c.attachmentForTest(); got != home[0] {
 		t.Fatalf("attached to %s, want the home cluster's first member %s", got.ShortString(), home[0].ShortString())
 	}
-	a, _ := c.attacher.Attachment()
+	a, _ := c.client.Attachment()
 	if !a.Home {
 		t.Fatal("attachment not marked home")
 	}
@@ -141,8 +141,8 @@ func TestAttachBusyGoesToNext(t *testing.T) {
 	if got := c.attachmentForTest(); got != home[1] {
 		t.Fatalf("attached to %s, want the second member %s", got.ShortString(), home[1].ShortString())
 	}
-	if c.attemptsForTest("busy") < 1 || c.attemptsForTest("error") != 0 {
-		t.Fatalf("attempts: busy %v, error %v", c.attemptsForTest("busy"), c.attemptsForTest("error"))
+	if c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "busy") < 1 || c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "error") != 0 {
+		t.Fatalf("attempts: busy %v, error %v", c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "busy"), c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "error"))
 	}
 	if st := full.admission.Stats(); st.Busy < 1 || st.Accepted != 0 {
 		t.Fatalf("full supernode stats %+v", st)
@@ -210,7 +210,7 @@ func TestClientDetectsUnresponsiveSupernode(t *testing.T) {
 	if d := time.Since(start); d < (protocol.MissedKeepalives-1)*testKeepalive {
 		t.Fatalf("declared dead after %v: sooner than the keepalive bound", d)
 	}
-	if testutilDead(c) < 1 {
+	if c.metricForTest(t, "overlayd_client_dead_supernodes_total") < 1 {
 		t.Fatal("dead supernode not counted")
 	}
 	_ = accepted
@@ -335,11 +335,11 @@ func TestAttachSurge(t *testing.T) {
 		if t.Failed() {
 			var acc, busy, errs, redir, none float64
 			for _, c := range surge {
-				acc += c.attemptsForTest("accept")
-				busy += c.attemptsForTest("busy")
-				errs += c.attemptsForTest("error")
-				redir += c.attemptsForTest("redirect")
-				if c.attemptsForTest("busy")+c.attemptsForTest("accept") == 0 {
+				acc += c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "accept")
+				busy += c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "busy")
+				errs += c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "error")
+				redir += c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "redirect")
+				if c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "busy")+c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "accept") == 0 {
 					none++
 				}
 			}
@@ -348,7 +348,7 @@ func TestAttachSurge(t *testing.T) {
 	}()
 	waitFor(t, 30*time.Second, "every surge client refused", func() bool {
 		for _, c := range surge {
-			if c.attemptsForTest("busy") < 1 {
+			if c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "busy") < 1 {
 				return false
 			}
 		}
@@ -356,7 +356,7 @@ func TestAttachSurge(t *testing.T) {
 	})
 	busy := 0.0
 	for _, c := range surge {
-		busy += c.attemptsForTest("busy")
+		busy += c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "busy")
 	}
 	close(stop)
 	wg.Wait()
@@ -365,12 +365,12 @@ func TestAttachSurge(t *testing.T) {
 		t.Fatalf("attached peaked at %d, capacity %d", p, C)
 	}
 	for _, c := range append(early, surge...) {
-		if e := c.attemptsForTest("error"); e != 0 {
+		if e := c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "error"); e != 0 {
 			t.Fatalf("%s: %v attach attempts failed without a BUSY answer", c.ID().ShortString(), e)
 		}
 	}
 	for _, c := range early {
-		a, ok := c.attacher.Attachment()
+		a, ok := c.client.Attachment()
 		if !ok || a.Supernode != firstSN[c] || a.Failovers != 0 {
 			t.Fatalf("early client lost its session: %+v %v", a, ok)
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/overlayd/overlayd/overlay/cluster"
 	"io"
 	"net"
 	"os"
@@ -17,6 +16,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"gopkg.in/yaml.v3"
 
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 )
 

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"crypto/rand"
-	"github.com/overlayd/overlayd/overlay/cluster"
 	"log/slog"
 	"slices"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 )
 
@@ -110,7 +110,7 @@ func TestRuntimePromotionKeepsClients(t *testing.T) {
 	})
 	t.Logf("seen as mega after %v", time.Since(start))
 	for _, c := range clients {
-		if a, _ := c.attacher.Attachment(); a.Supernode != before[c] || a.Failovers != 0 {
+		if a, _ := c.client.Attachment(); a.Supernode != before[c] || a.Failovers != 0 {
 			t.Fatalf("client moved during promotion: %+v", a)
 		}
 	}
@@ -234,7 +234,7 @@ func TestFallbackToMegasAndHandBack(t *testing.T) {
 		for _, c := range clients {
 			if _, ok := moved[c.ID()]; !ok {
 				t.Logf("client %s on %s, home %v, attempts accept %v busy %v error %v", c.ID().ShortString(), c.attachmentForTest().ShortString(),
-					cluster.Home(c.Ring(), []byte(c.ID())), c.attemptsForTest("accept"), c.attemptsForTest("busy"), c.attemptsForTest("error"))
+					cluster.Home(c.Ring(), []byte(c.ID())), c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "accept"), c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "busy"), c.metricForTest(t, "overlayd_client_attach_attempts_total", "result", "error"))
 			}
 		}
 		for _, r := range regs {

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/overlayd/overlayd/overlay/cluster"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 	"github.com/overlayd/overlayd/supernode"
@@ -32,31 +33,28 @@ func keyHomedAt(t *testing.T, sns []*Node, sn *Node) crypto.PrivKey {
 }
 
 // clientAt starts a client attached to sn and listening.
-func clientAt(t *testing.T, sns []*Node, sn *Node) (*Node, *Listener) {
+func clientAt(t *testing.T, sns []*Node, sn *Node) (*Node, *client.Listener) {
 	t.Helper()
 	c := startClient(t, p2pAddr(sns[0]), WithIdentity(keyHomedAt(t, sns, sn)))
 	waitFor(t, 5*time.Second, "attached", func() bool { return c.attachmentForTest() == sn.ID() })
-	l, err := c.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := c.Client().Listen()
 	t.Cleanup(l.Close)
 	return c, l
 }
 
 // next reads one inbound message or fails.
-func next(t *testing.T, l *Listener, within time.Duration) Inbound {
+func next(t *testing.T, l *client.Listener, within time.Duration) client.Inbound {
 	t.Helper()
 	select {
 	case in := <-l.C:
 		return in
 	case <-time.After(within):
 		t.Fatalf("no message within %v", within)
-		return Inbound{}
+		return client.Inbound{}
 	}
 }
 
-func noMore(t *testing.T, l *Listener, within time.Duration) {
+func noMore(t *testing.T, l *client.Listener, within time.Duration) {
 	t.Helper()
 	select {
 	case in := <-l.C:
@@ -72,13 +70,13 @@ func TestDirectMessageAcrossSupernodes(t *testing.T) {
 	ctx := context.Background()
 	const n = 20
 	for i := range n {
-		if _, err := a.Send(ctx, b.ID(), fmt.Appendf(nil, "m%02d", i)); err != nil {
+		if _, err := a.Client().Send(ctx, b.ID(), fmt.Appendf(nil, "m%02d", i)); err != nil {
 			t.Fatalf("send %d: %v", i, err)
 		}
 	}
 	for i := range n {
 		in := next(t, lb, 2*time.Second)
-		if in.Kind != "direct" || in.From != a.ID().String() || in.Text != fmt.Sprintf("m%02d", i) {
+		if in.Kind != "direct" || in.From != a.ID() || string(in.Payload) != fmt.Sprintf("m%02d", i) {
 			t.Fatalf("message %d: %+v", i, in)
 		}
 	}
@@ -93,19 +91,19 @@ func TestSendErrors(t *testing.T) {
 	a, _ := clientAt(t, sns, sns[0])
 	ctx := context.Background()
 	_, stranger := newKey(t)
-	if _, err := a.Send(ctx, stranger, []byte("hi")); !errors.Is(err, ErrOffline) {
-		t.Fatalf("to an unknown peer: %v, want ErrOffline", err)
+	if _, err := a.Client().Send(ctx, stranger, []byte("hi")); !errors.Is(err, client.ErrOffline) {
+		t.Fatalf("to an unknown peer: %v, want client.ErrOffline", err)
 	}
-	if _, err := a.Send(ctx, sns[1].ID(), make([]byte, protocol.MaxPayload+1)); !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("oversize payload: %v, want ErrTooLarge", err)
+	if _, err := a.Client().Send(ctx, sns[1].ID(), make([]byte, protocol.MaxPayload+1)); !errors.Is(err, client.ErrTooLarge) {
+		t.Fatalf("oversize payload: %v, want client.ErrTooLarge", err)
 	}
 	// A recipient that was online and left.
 	b, _ := clientAt(t, sns, sns[1])
 	bid := b.ID()
 	b.Close()
 	waitFor(t, 5*time.Second, "b gone", func() bool { return !sns[1].admission.Has(bid) })
-	if _, err := a.Send(ctx, bid, []byte("hi")); !errors.Is(err, ErrOffline) {
-		t.Fatalf("to a departed peer: %v, want ErrOffline", err)
+	if _, err := a.Client().Send(ctx, bid, []byte("hi")); !errors.Is(err, client.ErrOffline) {
+		t.Fatalf("to a departed peer: %v, want client.ErrOffline", err)
 	}
 }
 
@@ -114,10 +112,10 @@ func TestDirectMessageSurvivesSupernodeLoss(t *testing.T) {
 	a, _ := clientAt(t, sns, sns[0])
 	b, lb := clientAt(t, sns, sns[1])
 	ctx := context.Background()
-	if _, err := a.Send(ctx, b.ID(), []byte("before")); err != nil {
+	if _, err := a.Client().Send(ctx, b.ID(), []byte("before")); err != nil {
 		t.Fatal(err)
 	}
-	if in := next(t, lb, 2*time.Second); in.Text != "before" {
+	if in := next(t, lb, 2*time.Second); string(in.Payload) != "before" {
 		t.Fatalf("got %+v", in)
 	}
 	sns[1].CloseAbruptlyForTest()
@@ -126,12 +124,12 @@ func TestDirectMessageSurvivesSupernodeLoss(t *testing.T) {
 		return s != "" && s != sns[1].ID()
 	})
 	for i := range 5 {
-		if _, err := a.Send(ctx, b.ID(), fmt.Appendf(nil, "after%d", i)); err != nil {
+		if _, err := a.Client().Send(ctx, b.ID(), fmt.Appendf(nil, "after%d", i)); err != nil {
 			t.Fatalf("send after failover %d: %v", i, err)
 		}
 	}
 	for i := range 5 {
-		if in := next(t, lb, 3*time.Second); in.Text != fmt.Sprintf("after%d", i) {
+		if in := next(t, lb, 3*time.Second); string(in.Payload) != fmt.Sprintf("after%d", i) {
 			t.Fatalf("after failover, message %d: %+v", i, in)
 		}
 	}
@@ -142,7 +140,7 @@ func TestGroupFanoutBatchedPerSupernode(t *testing.T) {
 	sns := supernodes(t, 4, 20)
 	const perSN = 2
 	var members []*Node
-	var ls []*Listener
+	var ls []*client.Listener
 	for _, sn := range sns {
 		for range perSN {
 			c, l := clientAt(t, sns, sn)
@@ -152,14 +150,14 @@ func TestGroupFanoutBatchedPerSupernode(t *testing.T) {
 	}
 	const group = "team"
 	for _, c := range members {
-		if err := c.JoinGroup(group); err != nil {
+		if err := c.Client().Join(group); err != nil {
 			t.Fatal(err)
 		}
 	}
 	homeID, _ := peer.Decode(sns[0].Ring().Lookup([]byte(group)))
 	home := byID(sns, homeID)
 	waitFor(t, 5*time.Second, "home knows every member", func() bool {
-		ms, err := members[0].GroupMembers(context.Background(), group)
+		ms, err := members[0].Client().Members(context.Background(), group)
 		return err == nil && len(ms) == len(members)
 	})
 	before := map[peer.ID]uint64{}
@@ -168,7 +166,7 @@ func TestGroupFanoutBatchedPerSupernode(t *testing.T) {
 	}
 	const msgs = 10
 	for i := range msgs {
-		res, err := members[i%len(members)].Publish(context.Background(), group, fmt.Appendf(nil, "g%d", i))
+		res, err := members[i%len(members)].Client().Publish(context.Background(), group, fmt.Appendf(nil, "g%d", i))
 		if err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
@@ -220,7 +218,7 @@ func TestSlowRecipientDoesNotSlowOthers(t *testing.T) {
 	const group = "busy"
 	fast, lf := clientAt(t, sns, sn)
 	pub, _ := clientAt(t, sns, sn)
-	if err := fast.JoinGroup(group); err != nil {
+	if err := fast.Client().Join(group); err != nil {
 		t.Fatal(err)
 	}
 
@@ -244,7 +242,7 @@ func TestSlowRecipientDoesNotSlowOthers(t *testing.T) {
 		}
 	}()
 	waitFor(t, 5*time.Second, "both members known", func() bool {
-		ms, err := pub.GroupMembers(context.Background(), group)
+		ms, err := pub.Client().Members(context.Background(), group)
 		return err == nil && len(ms) == 2
 	})
 
@@ -257,7 +255,7 @@ func TestSlowRecipientDoesNotSlowOthers(t *testing.T) {
 	wg.Go(func() {
 		deadline := time.After(60 * time.Second)
 		for range msgs {
-			var in Inbound
+			var in client.Inbound
 			select {
 			case in = <-lf.C:
 			case <-deadline:
@@ -275,7 +273,7 @@ func TestSlowRecipientDoesNotSlowOthers(t *testing.T) {
 	})
 	for i := range msgs {
 		binary.BigEndian.PutUint64(payload, uint64(time.Now().UnixNano()))
-		if _, err := pub.Publish(context.Background(), group, payload); err != nil {
+		if _, err := pub.Client().Publish(context.Background(), group, payload); err != nil {
 			t.Fatalf("publish %d: %v", i, err)
 		}
 	}
@@ -298,10 +296,7 @@ func TestSlowRecipientDoesNotSlowOthers(t *testing.T) {
 func TestListenerCloseEndsStream(t *testing.T) {
 	sns := supernodes(t, 1, 10)
 	c := startClient(t, p2pAddr(sns[0]))
-	l, err := c.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := c.Client().Listen()
 	l.Close()
 	l.Close() // idempotent
 	select {

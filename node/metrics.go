@@ -15,15 +15,6 @@ type metrics struct {
 	ringRebuilds prometheus.Counter
 	ringInfo     *prometheus.GaugeVec
 
-	// Client side of the attach protocol.
-	attempts       *prometheus.CounterVec
-	failovers      prometheus.Counter
-	returns        prometheus.Counter
-	deadSupernodes prometheus.Counter
-	attached       prometheus.Gauge
-	keepaliveRTT   prometheus.Histogram
-	attachWaits    prometheus.Histogram
-
 	// --role auto (role_run.go).
 	roleChanges *prometheus.CounterVec
 }
@@ -45,35 +36,6 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m.ringInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "overlayd_ring_info", Help: "1 for the live ring's version (a hash of its member set); nodes that agree show the same.",
 	}, []string{"version"})
-	m.attempts = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "overlayd_client_attach_attempts_total",
-		Help: "Attach attempts by outcome: accept, busy, redirect, error.",
-	}, []string{"result"})
-	for _, r := range []string{"accept", "busy", "redirect", "error"} {
-		m.attempts.WithLabelValues(r)
-	}
-	m.failovers = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "overlayd_client_failovers_total", Help: "Sessions lost or detached that led to a reattachment.",
-	})
-	m.returns = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "overlayd_client_returns_total", Help: "Moves back to the home cluster after a failover.",
-	})
-	m.deadSupernodes = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "overlayd_client_dead_supernodes_total", Help: "Sessions ended because the supernode stopped answering keepalives.",
-	})
-	m.attached = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "overlayd_client_attached", Help: "1 while this node is attached to a supernode.",
-	})
-	m.keepaliveRTT = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "overlayd_client_keepalive_rtt_seconds",
-		Help:    "Time from a keepalive ping to its pong.",
-		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
-	})
-	m.attachWaits = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "overlayd_client_retry_wait_seconds",
-		Help:    "Backoff waits between failed attach passes.",
-		Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
-	})
 	m.certRejected = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "overlayd_directory_certificates_rejected_total",
 		Help: "Mega-supernode certificates and revocations refused, by reason.",
@@ -102,7 +64,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			}
 			return 0
 		}),
-		m.accepted, m.rejected, m.certRejected, m.ringRebuilds, m.ringInfo, m.attempts, m.failovers, m.returns, m.deadSupernodes, m.attached, m.keepaliveRTT, m.attachWaits,
+		m.accepted, m.rejected, m.certRejected, m.ringRebuilds, m.ringInfo,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "overlayd_directory_entries",
 			Help: "Live supernodes in this node's directory.",

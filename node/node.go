@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/overlay/backoff"
 	"github.com/overlayd/overlayd/overlay/directory"
@@ -37,21 +38,20 @@ import (
 type Node struct {
 	cfg     Config
 	log     *slog.Logger
+	base    *slog.Logger // the injected logger, for the node's parts
 	reg     *prometheus.Registry
 	key     crypto.PrivKey
 	now     func() time.Time
 	debounc time.Duration
-	// retryFactory, when set, replaces the client's backoff (tests and
-	// benchmarks compare against a naive policy).
-	retryFactory func(*rand.Rand) backoff.Strategy
-	seedFn       func() uint64
-	observe      func(Event)
-	perMember    bool
-	attachGate   <-chan struct{}
-	gater        connmgr.ConnectionGater
-	noJitter     bool
-	pinnedReach  *network.Reachability
-	relay        relayState // reachability, relay service and reservation (reach.go, relay*.go)
+	// clientOpts are the options of the client side that tests and
+	// benchmarks set through the node's (WithObserver, WithRetryStrategy,
+	// WithoutJitterForTest, WithAttachGateForTest).
+	clientOpts  []client.Option
+	seedFn      func() uint64
+	perMember   bool
+	gater       connmgr.ConnectionGater
+	pinnedReach *network.Reachability
+	relay       relayState // reachability, relay service and reservation (reach.go, relay*.go)
 	// serving is set while the node plays the supernode role: always for
 	// --role supernode, between promotion and demotion for --role auto.
 	serving atomic.Bool
@@ -80,8 +80,7 @@ type Node struct {
 	admission *supernode.Admission
 	router    *supernode.Router
 	engine    *fanout.Engine
-	attacher  *attacher
-	msg       *messenger
+	client    *client.Client // ordinary and auto nodes; nil on a pinned supernode
 	bootstrap []peer.AddrInfo
 	m         *metrics
 	apiSrv    *http.Server
@@ -168,7 +167,17 @@ func WithRingDebounce(d time.Duration) Option {
 // client's random source. For comparing policies in tests and benchmarks.
 func WithRetryStrategy(f func(*rand.Rand) backoff.Strategy) Option {
 	return func(n *Node) error {
-		n.retryFactory = f
+		n.clientOpts = append(n.clientOpts, client.WithRetryStrategy(f))
+		return nil
+	}
+}
+
+// WithObserver calls f for every event of the node's client side (attach
+// attempts, keepalives, session ends). f is called from the client's
+// goroutines and must not block.
+func WithObserver(f func(client.Event)) Option {
+	return func(n *Node) error {
+		n.clientOpts = append(n.clientOpts, client.WithObserver(f))
 		return nil
 	}
 }
@@ -181,8 +190,8 @@ func WithoutJitterForTest(interval time.Duration) Option {
 		if interval <= 0 {
 			return fmt.Errorf("WithoutJitterForTest: interval %v must be positive", interval)
 		}
-		n.noJitter = true
-		n.retryFactory = func(*rand.Rand) backoff.Strategy { return backoff.Fixed(interval) }
+		n.clientOpts = append(n.clientOpts, client.WithoutJitterForTest(),
+			client.WithRetryStrategy(func(*rand.Rand) backoff.Strategy { return backoff.Fixed(interval) }))
 		return nil
 	}
 }
@@ -202,7 +211,7 @@ func WithPerMemberGroupFanoutForTest() Option {
 // make them all attach in the same instant.
 func WithAttachGateForTest(gate <-chan struct{}) Option {
 	return func(n *Node) error {
-		n.attachGate = gate
+		n.clientOpts = append(n.clientOpts, client.WithAttachGateForTest(gate))
 		return nil
 	}
 }
@@ -258,6 +267,7 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 			return nil, err
 		}
 	}
+	n.base = n.log
 	n.log = n.log.With("component", "node")
 	n.bootstrap, _ = cfg.bootstrapPeers()
 	return n, nil
@@ -300,6 +310,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.host, n.rm, err = newHost(n.cfg, n.key, n.gater); err != nil {
 		return err
 	}
+	n.base = n.base.With("peer", n.host.ID().ShortString())
 	n.log = n.log.With("peer", n.host.ID().ShortString())
 	if n.m, err = newMetrics(n.reg, n); err != nil {
 		return fmt.Errorf("metrics: %w", err)
@@ -325,10 +336,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.cfg.Role != RoleSupernode {
 		// Ordinary and auto nodes are clients; an auto node stays one
 		// while it serves (role_run.go).
-		if n.attacher, err = newAttacher(n); err != nil {
+		if n.client, err = n.newClient(); err != nil {
 			return err
 		}
-		n.msg = newMessenger(n)
 	}
 	if n.cfg.APIListen != APIOff {
 		if err := n.startAPI(ctx); err != nil {
@@ -352,8 +362,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.cfg.Role == RoleAuto {
 		n.goLoop(func() { n.roleLoop(runCtx) })
 	}
-	if n.attacher != nil {
-		n.goLoop(func() { n.attacher.run(runCtx) })
+	if n.client != nil {
+		n.goLoop(func() { n.client.Run(runCtx) })
 	}
 	n.log.Info("started", "id", n.host.ID(), "role", n.cfg.Role, "addrs", n.host.Addrs())
 	return nil
@@ -444,6 +454,32 @@ func (n *Node) ID() peer.ID {
 		return ""
 	}
 	return n.host.ID()
+}
+
+// Client returns the node's client side: attach, direct messages, groups,
+// listeners. It is nil on a --role supernode node (which relays messages
+// but neither sends nor receives them) and before Start.
+func (n *Node) Client() *client.Client { return n.client }
+
+// newClient builds the client side on the started host.
+func (n *Node) newClient() (*client.Client, error) {
+	cfg := client.Config{
+		AnnounceInterval: n.cfg.AnnounceInterval,
+		RingDebounce:     n.debounc,
+		RetryBase:        n.cfg.RetryBase,
+		RetryMax:         n.cfg.RetryMax,
+		ReturnInterval:   n.cfg.ReturnInterval,
+		AckTimeout:       max(2*n.cfg.Keepalive, 500*time.Millisecond),
+		Bootstrap:        n.bootstrap,
+	}
+	opts := append([]client.Option{
+		client.WithLogger(n.base),
+		client.WithRegisterer(n.reg),
+		client.WithClock(n.now),
+		client.WithRand(rand.New(rand.NewPCG(n.seed(), n.seed()))),
+		client.WithSessionHook(n.circuitAttached),
+	}, n.clientOpts...)
+	return client.New(n.host, n.dir, &n.rings, cfg, opts...)
 }
 
 // Directory returns the node's supernode directory.

@@ -2,12 +2,14 @@ package node
 
 import (
 	"context"
-	"github.com/overlayd/overlayd/overlay/cluster"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/overlay/cluster"
 )
 
 // TestReturnHomeLosesNoGroupMessage: a member moving back to its home
@@ -42,19 +44,16 @@ func TestReturnHomeLosesNoGroupMessage(t *testing.T) {
 	away := member.attachmentForTest()
 	publisher := startClient(t, p2pAddr(home))
 	waitFor(t, 5*time.Second, "publisher attached", func() bool { return publisher.attachmentForTest() != "" })
-	l, err := member.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := member.Client().Listen()
 	const group = "moving"
 	for _, n := range []*Node{member, publisher} {
-		if err := n.JoinGroup(group); err != nil {
+		if err := n.Client().Join(group); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ctx := context.Background()
 	waitFor(t, 5*time.Second, "home knows both", func() bool {
-		ms, err := publisher.GroupMembers(ctx, group)
+		ms, err := publisher.Client().Members(ctx, group)
 		return err == nil && len(ms) == 2
 	})
 
@@ -62,7 +61,7 @@ func TestReturnHomeLosesNoGroupMessage(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[uint64]bool{}
 	epochs := map[uint64]bool{}
-	var others []Inbound
+	var others []client.Inbound
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -97,7 +96,7 @@ func TestReturnHomeLosesNoGroupMessage(t *testing.T) {
 					return
 				case <-pace.C:
 				}
-				if _, err := publisher.Publish(ctx, group, []byte("x")); err == nil {
+				if _, err := publisher.Client().Publish(ctx, group, []byte("x")); err == nil {
 					published.Add(1)
 				}
 			}

@@ -2,9 +2,10 @@ package node
 
 import (
 	"errors"
-	"github.com/overlayd/overlayd/overlay/cluster"
 	"testing"
 	"time"
+
+	"github.com/overlayd/overlayd/overlay/cluster"
 )
 
 func TestAutoConfigValidation(t *testing.T) {

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"github.com/overlayd/overlayd/overlay/cluster"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +12,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/overlay/cluster"
 )
 
 // autoConfig is an auto node with thresholds scaled down for a loopback
@@ -55,8 +56,8 @@ type drainLog struct {
 	at map[peer.ID][]time.Time
 }
 
-func (l *drainLog) observe(e Event) {
-	if e.Kind != EventSessionEnd || !strings.Contains(e.Result, "supernode demoted") {
+func (l *drainLog) observe(e client.Event) {
+	if e.Kind != client.EventSessionEnd || !strings.Contains(e.Result, "supernode demoted") {
 		return
 	}
 	l.mu.Lock()
@@ -237,31 +238,31 @@ func TestAutoRolesNetwork(t *testing.T) {
 
 // exchange checks that a and b reach each other with direct messages and
 // through a group both joined ("auto-test").
-func exchange(t *testing.T, a, b *Node, la, lb *Listener, tag string) {
+func exchange(t *testing.T, a, b *Node, la, lb *client.Listener, tag string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	for _, p := range []struct {
 		from, to *Node
-		l        *Listener
+		l        *client.Listener
 	}{{a, b, lb}, {b, a, la}} {
 		msg := fmt.Sprintf("%s: %s to %s", tag, p.from.ID().ShortString(), p.to.ID().ShortString())
-		if _, err := p.from.Send(ctx, p.to.ID(), []byte(msg)); err != nil {
+		if _, err := p.from.Client().Send(ctx, p.to.ID(), []byte(msg)); err != nil {
 			t.Fatalf("%s: %v", msg, err)
 		}
-		if in := next(t, p.l, 5*time.Second); in.Kind != "direct" || in.Text != msg {
+		if in := next(t, p.l, 5*time.Second); in.Kind != "direct" || string(in.Payload) != msg {
 			t.Fatalf("%s: got %+v", msg, in)
 		}
 	}
 	waitFor(t, 10*time.Second, "group home knows both members", func() bool {
-		ms, err := a.GroupMembers(ctx, "auto-test")
+		ms, err := a.Client().Members(ctx, "auto-test")
 		return err == nil && len(ms) == 2
 	})
-	if _, err := a.Publish(ctx, "auto-test", []byte(tag)); err != nil {
+	if _, err := a.Client().Publish(ctx, "auto-test", []byte(tag)); err != nil {
 		t.Fatalf("%s: publish: %v", tag, err)
 	}
-	for _, l := range []*Listener{lb, la} {
-		if in := next(t, l, 5*time.Second); in.Kind != "group" || in.Text != tag {
+	for _, l := range []*client.Listener{lb, la} {
+		if in := next(t, l, 5*time.Second); in.Kind != "group" || string(in.Payload) != tag {
 			t.Fatalf("%s: group message %+v", tag, in)
 		}
 	}
@@ -381,18 +382,12 @@ func TestAutoDemotionHandsClientsOver(t *testing.T) {
 	waitFor(t, 30*time.Second, "clients attached", func() bool { return allAttached(clients) && auto.attachmentForTest() != "" })
 	// Messaging works for the auto node as a supernode: it stays a
 	// client (of another supernode) for its own messages.
-	lAuto, err := auto.Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lAuto := auto.Client().Listen()
 	t.Cleanup(lAuto.Close)
-	lPeer, err := clients[0].Listen()
-	if err != nil {
-		t.Fatal(err)
-	}
+	lPeer := clients[0].Client().Listen()
 	t.Cleanup(lPeer.Close)
 	for _, n := range []*Node{auto, clients[0]} {
-		if err := n.JoinGroup("auto-test"); err != nil {
+		if err := n.Client().Join("auto-test"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,11 +3,11 @@ package node
 import (
 	"context"
 	"fmt"
-	"github.com/overlayd/overlayd/overlay/cluster"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 )
 

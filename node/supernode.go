@@ -43,6 +43,7 @@ func (n *Node) startSupernode() error {
 	n.router, err = supernode.NewRouter(n.host, n.admission, supernode.RouterConfig{
 		Ring:        n.rings.Load,
 		IsSupernode: n.isSupernode,
+		AddrsOf:     n.addrsOf,
 		Refresh:     n.cfg.AnnounceInterval,
 		Sems:        n.sems,
 		Fanout:      n.engine,

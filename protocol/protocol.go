@@ -70,6 +70,9 @@ const (
 	MaxRelayFrame = 256 << 10
 	// MaxLookupFrame bounds LookupRequest and LookupResponse.
 	MaxLookupFrame = 128 << 10
+	// MaxLocateFrame bounds a locate request or answer: a peer ID, or a
+	// peer ID and a few addresses.
+	MaxLocateFrame = 4 << 10
 	// MessageIDLen is the length of a message ID.
 	MessageIDLen = 16
 )

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/overlayd/overlayd/overlay/dedup"
 	"github.com/overlayd/overlayd/overlay/ring"
@@ -35,6 +36,9 @@ type RouterConfig struct {
 	// IsSupernode reports whether p is a live supernode of the directory;
 	// relay and lookup streams from anyone else are refused.
 	IsSupernode func(p peer.ID) bool
+	// AddrsOf returns the addresses of supernode p as the directory knows
+	// them; locate answers carry them. Optional.
+	AddrsOf func(p peer.ID) []ma.Multiaddr
 	// Refresh is how often presence and group membership are re-sent to
 	// their homes; records expire after 3 refreshes without one.
 	Refresh time.Duration

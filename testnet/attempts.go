@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/client"
 )
 
 // attemptLog records the time and outcome of every client attach attempt,
@@ -20,8 +20,8 @@ type attempt struct {
 	failed bool // no answer: a stream or connection error
 }
 
-func (a *attemptLog) observe(e node.Event) {
-	if e.Kind != node.EventAttempt {
+func (a *attemptLog) observe(e client.Event) {
+	if e.Kind != client.EventAttempt {
 		return
 	}
 	a.mu.Lock()

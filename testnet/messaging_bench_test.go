@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"github.com/overlayd/overlayd/overlay/cluster"
 	"math"
 	"os"
 	"slices"
@@ -19,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/ring"
 )
 
@@ -459,10 +459,7 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 	stop := make(chan struct{})
 	var dwg sync.WaitGroup
 	for i, c := range clients {
-		l, err := c.Listen()
-		if err != nil {
-			b.Fatal(err)
-		}
+		l := c.Client().Listen()
 		m := &msgMember{}
 		members[i] = m
 		msgWithRole(ctx, msgRoleHarness, func(context.Context) {
@@ -499,7 +496,7 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 		// An error here means the session broke as the join was written;
 		// the node keeps the membership and re-joins on its next session,
 		// so the wait below decides.
-		if err := c.JoinGroup(msgGroupName); err != nil {
+		if err := c.Client().Join(msgGroupName); err != nil {
 			r.JoinErrors++
 		}
 	}
@@ -511,13 +508,13 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 	err = waitFor(ctx, 60*time.Second, 250*time.Millisecond, func() bool {
 		qctx, qcancel := context.WithTimeout(ctx, 5*time.Second)
 		defer qcancel()
-		ms, err := clients[0].GroupMembers(qctx, msgGroupName)
+		ms, err := clients[0].Client().Members(qctx, msgGroupName)
 		if err != nil {
 			return false
 		}
 		n := 0
 		for _, m := range ms {
-			if want[m] {
+			if want[m.String()] {
 				n++
 			}
 		}
@@ -569,7 +566,7 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 		msgWithRole(ctx, msgRoleClient, func(ctx context.Context) {
 			pwg.Go(func() {
 				s := time.Now()
-				res, err := pub.Publish(ctx, msgGroupName, msgPayload(s.Sub(t0), uint64(i)))
+				res, err := pub.Client().Publish(ctx, msgGroupName, msgPayload(s.Sub(t0), uint64(i)))
 				pubs[i] = msgPublish{seq: res.Seq, epoch: res.Epoch, err: err, took: time.Since(s)}
 			})
 		})
@@ -880,10 +877,7 @@ func BenchmarkDirectMessage(b *testing.B) {
 	cs := net.startClients(ctx, b, keys, msgSeed+600)
 	msgWaitAttached(ctx, b, cs, want, 30*time.Second)
 	a, rcv := cs[0], cs[1]
-	l, err := rcv.Listen()
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := rcv.Client().Listen()
 	recv := &msgDirectRecv{got: map[uint64]time.Duration{}}
 	t0 := time.Now()
 	stop := make(chan struct{})
@@ -913,7 +907,7 @@ func BenchmarkDirectMessage(b *testing.B) {
 	})
 	defer func() { close(stop); dwg.Wait() }()
 	// One message first, so that the relay link and route cache exist.
-	if _, err := a.Send(ctx, rcv.ID(), msgPayload(0, math.MaxUint64)); err != nil {
+	if _, err := a.Client().Send(ctx, rcv.ID(), msgPayload(0, math.MaxUint64)); err != nil {
 		b.Fatalf("warm-up send: %v", err)
 	}
 	var run atomic.Uint64
@@ -982,7 +976,7 @@ func msgRunDirect(ctx context.Context, b *testing.B, sc msgDirectScale, mode str
 				for n := 0; n < sc.MaxPerWorker && time.Now().Before(deadline); n++ {
 					idx := run<<40 | uint64(w)<<24 | uint64(n)
 					s := time.Now()
-					_, err := a.Send(ctx, to, msgPayload(s.Sub(t0), idx))
+					_, err := a.Client().Send(ctx, to, msgPayload(s.Sub(t0), idx))
 					results[w] = append(results[w], result{idx, time.Since(s), err})
 				}
 			})

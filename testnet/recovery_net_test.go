@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/protocol"
 )
 
@@ -85,10 +86,10 @@ const (
 
 var recPhaseNames = [recPhases]string{"setup", "before", "recovery", "restart", "handback"}
 
-func (r *recRecorder) observe(e node.Event) {
+func (r *recRecorder) observe(e client.Event) {
 	res := -1
 	switch {
-	case e.Kind == node.EventSessionEnd:
+	case e.Kind == client.EventSessionEnd:
 		res = recSessionEnd
 		kind := recEndLost
 		switch k := r.killed.Load(); {
@@ -100,7 +101,7 @@ func (r *recRecorder) observe(e node.Event) {
 			kind = recEndDetached
 		}
 		r.counts[r.phase.Load()][kind].Add(1)
-	case e.Kind != node.EventAttempt:
+	case e.Kind != client.EventAttempt:
 	case e.Result == "accept":
 		res = recAccept
 	case e.Result == "busy":

@@ -299,7 +299,7 @@ func (r *Run) messages(label string, groups, directs int, limit time.Duration) b
 		if len(cs) == 0 {
 			return true
 		}
-		ms, err := cs[0].GroupMembers(ctx, GroupName)
+		ms, err := cs[0].Client().Members(ctx, GroupName)
 		homeKnows = len(ms)
 		return err == nil && len(ms) == members
 	})
@@ -669,6 +669,6 @@ func (r *Run) sendWithinSide(side int) bool {
 	}
 	ctx, cancel := r.within(10 * time.Second)
 	defer cancel()
-	_, err := clients[cs[0]].Send(ctx, clients[cs[len(cs)-1]].ID(), []byte("within the side"))
+	_, err := clients[cs[0]].Client().Send(ctx, clients[cs[len(cs)-1]].ID(), []byte("within the side"))
 	return err == nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/client"
 )
 
 // earlyEnv names the environment variable that turns this test binary into
@@ -101,11 +102,11 @@ func runEarlyHelper(cfgJSON string, in io.Reader, out, errOut io.Writer) int {
 		<-written
 	}()
 
-	obs := func(e node.Event) {
+	obs := func(e client.Event) {
 		switch e.Kind {
-		case node.EventKeepalive:
+		case client.EventKeepalive:
 			emit(earlyLine{Ev: "ka", T: e.Time.UnixNano(), RTT: int64(e.Latency)})
-		case node.EventSessionEnd:
+		case client.EventSessionEnd:
 			emit(earlyLine{Ev: "end", Msg: e.Result})
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/client"
 )
 
 const (
@@ -255,21 +256,21 @@ type kaRec struct {
 
 // observer returns the observer of one client; only early clients'
 // keepalives are kept.
-func (r *surgeRecorder) observer(early bool) func(node.Event) {
-	return func(e node.Event) {
+func (r *surgeRecorder) observer(early bool) func(client.Event) {
+	return func(e client.Event) {
 		switch {
-		case e.Kind == node.EventKeepalive && early:
+		case e.Kind == client.EventKeepalive && early:
 			r.mu.Lock()
 			r.keepalives = append(r.keepalives, kaRec{e.Time, e.Latency})
 			r.mu.Unlock()
-		case e.Kind == node.EventSessionEnd:
+		case e.Kind == client.EventSessionEnd:
 			r.mu.Lock()
 			r.allEnds++
 			if early {
 				r.sessionEnds = append(r.sessionEnds, e.Result)
 			}
 			r.mu.Unlock()
-		case e.Kind == node.EventAttempt:
+		case e.Kind == client.EventAttempt:
 			r.mu.Lock()
 			if r.recording {
 				r.attempts = append(r.attempts, attemptRec{e.Node, early, e.Time, e.Result, e.Latency})
@@ -299,7 +300,7 @@ func (sc surgeScale) clientPolicy(policy string) string {
 
 // surgeClient starts one in-process ordinary node bootstrapping through the
 // supernode, configured as testnet.startNode does.
-func surgeClient(ctx context.Context, dir, boot, policy string, i int, obs func(node.Event), gate <-chan struct{}) (*node.Node, error) {
+func surgeClient(ctx context.Context, dir, boot, policy string, i int, obs func(client.Event), gate <-chan struct{}) (*node.Node, error) {
 	c := node.DefaultConfig()
 	c.DataDir = filepath.Join(dir, fmt.Sprintf("c%d", i))
 	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
@@ -336,7 +337,7 @@ func surgeClient(ctx context.Context, dir, boot, policy string, i int, obs func(
 // startClients starts count clients, numbered from first, concurrently. It
 // returns them (nil where a start failed), the time the last start
 // returned, and the start errors.
-func startClients(ctx context.Context, dir, boot, policy string, first, count int, obs func(node.Event), gate <-chan struct{}) ([]*node.Node, time.Time, error) {
+func startClients(ctx context.Context, dir, boot, policy string, first, count int, obs func(client.Event), gate <-chan struct{}) ([]*node.Node, time.Time, error) {
 	nodes := make([]*node.Node, count)
 	var (
 		wg   sync.WaitGroup

@@ -21,6 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/protocol"
 )
 
@@ -110,7 +111,7 @@ type member struct {
 	side int // partition side, 0 or 1
 
 	node *node.Node
-	lis  *node.Listener
+	lis  *client.Listener
 	// refusedBase is the attach refusals of this slot's earlier lives, so
 	// that the network's total never goes backwards.
 	refusedBase uint64
@@ -317,12 +318,10 @@ func (n *Network) startMember(ctx context.Context, m *member, gate <-chan struct
 		return fmt.Errorf("start %s: %w", m.name, err)
 	}
 	n.gate.register(nd.ID(), m.side)
-	var lis *node.Listener
+	var lis *client.Listener
 	if m.kind == KindClient {
-		if lis, err = nd.Listen(); err != nil {
-			return fmt.Errorf("%s: listen: %w", m.name, err)
-		}
-		if err := nd.JoinGroup(GroupName); err != nil {
+		lis = nd.Client().Listen()
+		if err := nd.Client().Join(GroupName); err != nil {
 			return fmt.Errorf("%s: join: %w", m.name, err)
 		}
 	}
@@ -336,7 +335,7 @@ func (n *Network) startMember(ctx context.Context, m *member, gate <-chan struct
 }
 
 // count counts the deliveries of one client's listener until it closes.
-func (n *Network) count(name string, l *node.Listener) {
+func (n *Network) count(name string, l *client.Listener) {
 	for in := range l.C {
 		switch in.Kind {
 		case "group":
@@ -727,7 +726,7 @@ func (n *Network) Publish(ctx context.Context, text string) error {
 		return errors.New("testnet: no client to publish from")
 	}
 	from := live[n.pick(1, len(live))[0]].node
-	if _, err := from.Publish(ctx, GroupName, []byte(text)); err != nil {
+	if _, err := from.Client().Publish(ctx, GroupName, []byte(text)); err != nil {
 		return err
 	}
 	n.sent.Add(1)
@@ -742,7 +741,7 @@ func (n *Network) SendDirect(ctx context.Context, text string) error {
 		return errors.New("testnet: need two clients for a direct message")
 	}
 	p := n.pick(2, len(live))
-	if _, err := live[p[0]].node.Send(ctx, live[p[1]].node.ID(), []byte(text)); err != nil {
+	if _, err := live[p[0]].node.Client().Send(ctx, live[p[1]].node.ID(), []byte(text)); err != nil {
 		return err
 	}
 	n.sent.Add(1)
@@ -811,7 +810,7 @@ func (n *Network) Close() error {
 	n.closed = true
 	started := n.started
 	clients := map[*node.Node]bool{}
-	var lis []*node.Listener
+	var lis []*client.Listener
 	for _, m := range n.members {
 		if m.kind == KindClient && m.node != nil {
 			clients[m.node] = true

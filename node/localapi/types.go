@@ -145,3 +145,18 @@ type GroupMembers struct {
 	Group   string   `json:"group"`
 	Members []string `json:"members"`
 }
+
+// Inbound is one message delivered to the node, one JSON object per line
+// on GET /v1/listen.
+type Inbound struct {
+	Kind    string    `json:"kind"` // "direct", "group" or "gap"
+	From    string    `json:"from,omitempty"`
+	Group   string    `json:"group,omitempty"`
+	Epoch   uint64    `json:"epoch,omitempty"`
+	Seq     uint64    `json:"seq,omitempty"`
+	ID      string    `json:"id,omitempty"` // hex
+	Payload []byte    `json:"payload,omitempty"`
+	Text    string    `json:"text,omitempty"` // the payload, when it is printable UTF-8
+	Dropped uint64    `json:"dropped,omitempty"`
+	Time    time.Time `json:"time"`
+}

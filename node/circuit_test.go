@@ -11,7 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	relayclient "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -82,7 +82,7 @@ func TestRelayReachesPrivatePeer(t *testing.T) {
 	if st == nil || st.Reservation == nil || len(st.Reservation.Addrs) == 0 || st.Reachability != "Private" {
 		t.Fatalf("A's relay status %+v", st)
 	}
-	t.Logf("A reserved on %s in %v (%v after attaching); relayed addrs %v", snA.ID().ShortString(), rsv.took, rsv.since.Sub(a.attacher.current().since), st.Reservation.Addrs)
+	t.Logf("A reserved on %s in %v (%v after attaching); relayed addrs %v", snA.ID().ShortString(), rsv.took, rsv.since.Sub(attachedSince(a)), st.Reservation.Addrs)
 
 	ping := func(what string) {
 		t.Helper()
@@ -213,8 +213,8 @@ func TestRelayRefusalsCounted(t *testing.T) {
 		}
 		// A stranger (not attached) cannot reserve.
 		h := rawHost(t)
-		_, err := client.Reserve(t.Context(), h, peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
-		var re client.ReservationError
+		_, err := relayclient.Reserve(t.Context(), h, peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
+		var re relayclient.ReservationError
 		if !errors.As(err, &re) || re.Status != pbv2.Status_PERMISSION_DENIED {
 			t.Fatalf("stranger's reservation: %v, want PERMISSION_DENIED", err)
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -15,68 +14,15 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/localapi"
-	"github.com/overlayd/overlayd/protocol"
-	"github.com/overlayd/overlayd/protocol/pb"
 )
 
 // Reaching a peer through its supernode's relay: the locate protocol (a
 // client asks its supernode where a peer is attached) and ping.
 
-const (
-	// LocateService is the resource-manager service of the locate protocol.
-	LocateService = "overlayd.locate"
-	// maxLocateFrame bounds a locate request or answer: a peer ID, or a
-	// peer ID and a few addresses.
-	maxLocateFrame = 4 << 10
-	// locateTimeout bounds a locate round trip; the supernode may ask up
-	// to cluster.Size home members in turn.
-	locateTimeout = 8 * time.Second
-	// maxPingCount bounds the pings of one request.
-	maxPingCount = 20
-)
-
-// handleLocate serves a client attached here: where is peer X attached?
-func (n *Node) handleLocate(s network.Stream) {
-	if err := s.Scope().SetService(LocateService); err != nil {
-		s.Reset()
-		return
-	}
-	remote := s.Conn().RemotePeer()
-	if n.admission == nil || n.router == nil || !n.admission.Has(remote) {
-		n.log.Debug("locate refused: not attached here", "from", remote.ShortString())
-		s.Reset()
-		return
-	}
-	if err := s.Scope().ReserveMemory(2*maxLocateFrame, network.ReservationPriorityAlways); err != nil {
-		s.Reset()
-		return
-	}
-	defer s.Scope().ReleaseMemory(2 * maxLocateFrame)
-	_ = s.SetDeadline(n.now().Add(locateTimeout))
-	var req pb.LookupRequest
-	if err := protocol.NewFrameReader(s, maxLocateFrame).Read(&req); err != nil {
-		s.Reset()
-		return
-	}
-	target, err := peer.IDFromBytes(req.GetClient())
-	if err != nil {
-		s.Reset()
-		return
-	}
-	resp := &pb.LookupResponse{}
-	if loc, ok := n.router.Locate(target); ok {
-		resp.Found, resp.Location = true, []byte(loc)
-		for _, a := range n.addrsOf(loc) {
-			resp.LocationAddrs = append(resp.LocationAddrs, a.Bytes())
-		}
-	}
-	if err := protocol.WriteFrame(s, resp); err != nil {
-		s.Reset()
-		return
-	}
-	_ = s.Close()
-}
+// maxPingCount bounds the pings of one request.
+const maxPingCount = 20
 
 // addrsOf returns the addresses of supernode p: this node's own, or the
 // directory's.
@@ -90,62 +36,26 @@ func (n *Node) addrsOf(p peer.ID) []ma.Multiaddr {
 	return nil
 }
 
-// ErrNotLocated is returned when no supernode knows where a peer is.
-var ErrNotLocated = errors.New("peer not located: not attached to any supernode")
-
 // Locate returns the supernode target is attached to and its addresses:
 // a supernode looks in its presence records; an ordinary node asks its
-// own supernode.
+// own supernode. It fails with client.ErrNotLocated when no supernode
+// knows target.
 func (n *Node) Locate(ctx context.Context, target peer.ID) (peer.AddrInfo, error) {
-	if n.router != nil {
+	if n.router != nil && n.serving.Load() {
 		loc, ok := n.router.Locate(target)
 		if !ok {
-			return peer.AddrInfo{}, ErrNotLocated
+			return peer.AddrInfo{}, client.ErrNotLocated
 		}
 		return peer.AddrInfo{ID: loc, Addrs: n.addrsOf(loc)}, nil
 	}
-	if n.attacher == nil {
-		return peer.AddrInfo{}, ErrNotAttached
+	if n.client == nil {
+		return peer.AddrInfo{}, client.ErrNotAttached
 	}
-	sess := n.attacher.current()
-	if sess == nil {
-		return peer.AddrInfo{}, ErrNotAttached
+	ai, err := n.client.Locate(ctx, target)
+	if err == nil && len(ai.Addrs) == 0 {
+		ai.Addrs = n.addrsOf(ai.ID)
 	}
-	ctx, cancel := context.WithTimeout(ctx, locateTimeout)
-	defer cancel()
-	s, err := n.host.NewStream(ctx, sess.peer, protocol.LocateID)
-	if err != nil {
-		return peer.AddrInfo{}, fmt.Errorf("locate: open stream: %w", err)
-	}
-	dl, _ := ctx.Deadline()
-	_ = s.SetDeadline(dl)
-	if err := protocol.WriteFrame(s, &pb.LookupRequest{Client: []byte(target)}); err != nil {
-		s.Reset()
-		return peer.AddrInfo{}, fmt.Errorf("locate: write: %w", err)
-	}
-	var resp pb.LookupResponse
-	if err := protocol.NewFrameReader(s, maxLocateFrame).Read(&resp); err != nil {
-		s.Reset()
-		return peer.AddrInfo{}, fmt.Errorf("locate: read answer: %w", err)
-	}
-	_ = s.Close()
-	if !resp.GetFound() {
-		return peer.AddrInfo{}, ErrNotLocated
-	}
-	loc, err := peer.IDFromBytes(resp.GetLocation())
-	if err != nil {
-		return peer.AddrInfo{}, fmt.Errorf("locate: bad location: %w", err)
-	}
-	ai := peer.AddrInfo{ID: loc}
-	for _, b := range resp.GetLocationAddrs() {
-		if a, err := ma.NewMultiaddrBytes(b); err == nil {
-			ai.Addrs = append(ai.Addrs, a)
-		}
-	}
-	if len(ai.Addrs) == 0 {
-		ai.Addrs = n.addrsOf(loc)
-	}
-	return ai, nil
+	return ai, err
 }
 
 // circuitTo returns the relayed addresses of target through relay:
@@ -176,7 +86,7 @@ func circuitTo(relay peer.AddrInfo) []ma.Multiaddr {
 func (n *Node) Ping(ctx context.Context, target peer.ID, count int, wait time.Duration) (localapi.PingResponse, error) {
 	res := localapi.PingResponse{Peer: target.String()}
 	if target == n.ID() {
-		return res, fmt.Errorf("%w: cannot ping self", ErrInvalid)
+		return res, fmt.Errorf("%w: cannot ping self", client.ErrInvalid)
 	}
 	count = min(max(count, 1), maxPingCount)
 	h := n.host
@@ -279,37 +189,4 @@ func pingN(ctx context.Context, n *Node, target peer.ID, count int) ([]float64, 
 		out = append(out, ms(time.Since(t0)))
 	}
 	return out, s.Conn(), nil
-}
-
-// relayRoutes adds the relay endpoints of the local API:
-//
-//	POST /v1/ping    PingRequest → PingResponse
-func (n *Node) relayRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/ping", func(w http.ResponseWriter, r *http.Request) {
-		var req localapi.PingRequest
-		if !decode(w, r, &req) {
-			return
-		}
-		target, err := peer.Decode(req.Peer)
-		if err != nil {
-			localapi.WriteError(w, http.StatusBadRequest, fmt.Errorf("%q is not a peer ID: %v", req.Peer, err))
-			return
-		}
-		wait := time.Duration(min(max(req.WaitMs, 0), 60_000)) * time.Millisecond
-		res, err := n.Ping(r.Context(), target, req.Count, wait)
-		if err != nil {
-			status := http.StatusBadGateway
-			switch {
-			case errors.Is(err, ErrInvalid):
-				status = http.StatusBadRequest
-			case errors.Is(err, ErrNotLocated):
-				status = http.StatusNotFound
-			case errors.Is(err, ErrNotAttached):
-				status = http.StatusServiceUnavailable
-			}
-			localapi.WriteError(w, status, fmt.Errorf("ping %s: %w", target, err))
-			return
-		}
-		localapi.WriteJSON(w, res)
-	})
 }

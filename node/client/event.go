@@ -1,4 +1,4 @@
-package node
+package client
 
 import (
 	"time"
@@ -9,7 +9,7 @@ import (
 // EventKind names what an Event reports.
 type EventKind string
 
-// Events a node reports to its observer.
+// Events a client reports to its observer.
 const (
 	// EventAttempt: one attach attempt ended; Result is accept, busy,
 	// redirect or error, Latency the time from opening the stream to the
@@ -21,30 +21,21 @@ const (
 	EventSessionEnd EventKind = "session_end"
 )
 
-// Event is one observation of the client side, for testnets and
-// benchmarks that need per-node figures (go-libp2p's own metrics are
-// process-global, and a node's Prometheus registry aggregates).
+// Event is one observation of the client, for testnets and benchmarks that
+// need per-node figures (go-libp2p's own metrics are process-global, and a
+// node's Prometheus registry aggregates).
 type Event struct {
 	Kind      EventKind
 	Time      time.Time
-	Node      peer.ID
+	Node      peer.ID // the client
 	Supernode peer.ID
 	Result    string
 	Latency   time.Duration
 }
 
-// WithObserver calls f for every Event. f is called from the node's
-// goroutines and must not block.
-func WithObserver(f func(Event)) Option {
-	return func(n *Node) error {
-		n.observe = f
-		return nil
-	}
-}
-
-func (n *Node) emit(e Event) {
-	if n.observe != nil {
-		e.Node = n.ID()
-		n.observe(e)
+func (c *Client) emit(e Event) {
+	if c.observe != nil {
+		e.Node = c.h.ID()
+		c.observe(e)
 	}
 }

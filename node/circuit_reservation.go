@@ -10,7 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	relayclient "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -60,13 +60,11 @@ func newRelayClient(n *Node) *relayClient {
 	return &relayClient{n: n, kickc: make(chan struct{}, 1), rng: rand.New(rand.NewPCG(n.seed(), n.seed()))}
 }
 
-// relayAttached is the attach client's hook, called when a session with
-// supernode sn starts; the returned function is called when it ends:
-//
-//	defer c.n.relayAttached(sess.peer)()
-//
-// It never blocks.
-func (n *Node) relayAttached(sn peer.ID) (detached func()) {
+// circuitAttached is the client's session hook (client.WithSessionHook),
+// called when a session with supernode sn starts; the returned function is
+// called when it ends. The reservation follows the session. It never
+// blocks.
+func (n *Node) circuitAttached(sn peer.ID) (detached func()) {
 	c := n.relay.client
 	if c == nil {
 		return func() {}
@@ -161,7 +159,7 @@ func (c *relayClient) step(ctx context.Context, failures *int) time.Duration {
 	}
 	rctx, cancel := context.WithTimeout(ctx, reserveTimeout)
 	t0 := n.now()
-	rsv, err := client.Reserve(rctx, n.host, peer.AddrInfo{ID: want})
+	rsv, err := relayclient.Reserve(rctx, n.host, peer.AddrInfo{ID: want})
 	cancel()
 	if ctx.Err() != nil {
 		return time.Hour
@@ -169,7 +167,7 @@ func (c *relayClient) step(ctx context.Context, failures *int) time.Duration {
 	if err != nil {
 		*failures++
 		result := "error"
-		var re client.ReservationError
+		var re relayclient.ReservationError
 		if errors.As(err, &re) && re.Status != pbv2.Status_CONNECTION_FAILED {
 			result = "refused"
 		}

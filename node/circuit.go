@@ -128,7 +128,7 @@ func (n *Node) startRelay() error {
 	if rs.svc != nil {
 		return nil
 	}
-	if n.admission == nil || n.host == nil || rs.m == nil {
+	if n.admission == nil || n.router == nil || n.host == nil || rs.m == nil {
 		return errors.New("relay: start the supernode role (admission) and the node first")
 	}
 	capacity := n.cfg.Capacity
@@ -146,7 +146,7 @@ func (n *Node) startRelay() error {
 		return fmt.Errorf("relay service: %w", err)
 	}
 	rs.svc, rs.tracer, rs.limits, rs.since = svc, tr, l, n.now()
-	n.host.SetStreamHandler(protocol.LocateID, n.handleLocate)
+	n.host.SetStreamHandler(protocol.LocateID, n.router.HandleLocate)
 	n.log.Info("relay service started", "reservations", l.reservations, "circuits", l.circuits, "per_ip", l.perIP)
 	return nil
 }

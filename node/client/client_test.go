@@ -1,0 +1,301 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"go.uber.org/goleak"
+
+	"github.com/overlayd/overlayd/overlay/directory"
+	"github.com/overlayd/overlayd/overlay/ring"
+	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/protocol/pb"
+)
+
+// TestMain fails the package's tests if any goroutine a test started
+// (clients, their session readers, mocknet hosts) outlives it.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeSupernode speaks the supernode side of attach by script: it answers
+// every attach with answer(), and on ACCEPT answers pings with pongs and
+// hands every other frame to got. Its sessions are reachable with send.
+type fakeSupernode struct {
+	h      host.Host
+	answer func() *pb.AttachResponse
+
+	mu       sync.Mutex
+	sessions []network.Stream
+	got      chan *pb.SessionFrame
+	asked    int
+}
+
+func newFake(t *testing.T, mn mocknet.Mocknet, answer func() *pb.AttachResponse) *fakeSupernode {
+	t.Helper()
+	h, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeSupernode{h: h, answer: answer, got: make(chan *pb.SessionFrame, 64)}
+	h.SetStreamHandler(protocol.AttachID, f.handle)
+	return f
+}
+
+func (f *fakeSupernode) handle(s network.Stream) {
+	fr := protocol.NewFrameReader(s, protocol.MaxSessionFrame)
+	var req pb.AttachRequest
+	if err := fr.Read(&req); err != nil {
+		s.Reset()
+		return
+	}
+	f.mu.Lock()
+	f.asked++
+	f.mu.Unlock()
+	resp := f.answer()
+	if err := protocol.WriteFrame(s, resp); err != nil || resp.GetStatus() != pb.AttachResponse_STATUS_ACCEPT {
+		s.Close()
+		return
+	}
+	f.mu.Lock()
+	f.sessions = append(f.sessions, s)
+	f.mu.Unlock()
+	for {
+		var sf pb.SessionFrame
+		if err := fr.Read(&sf); err != nil {
+			s.Reset()
+			return
+		}
+		if p := sf.GetPing(); p != nil {
+			f.send(s, &pb.SessionFrame{Kind: &pb.SessionFrame_Pong{Pong: &pb.Pong{Seq: p.GetSeq()}}})
+			continue
+		}
+		select {
+		case f.got <- &sf:
+		default:
+		}
+	}
+}
+
+func (f *fakeSupernode) send(s network.Stream, sf *pb.SessionFrame) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_ = protocol.WriteFrame(s, sf)
+}
+
+// session returns the newest accepted session stream, or nil.
+func (f *fakeSupernode) session() network.Stream {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.sessions) == 0 {
+		return nil
+	}
+	return f.sessions[len(f.sessions)-1]
+}
+
+func (f *fakeSupernode) timesAsked() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.asked
+}
+
+// staticDir is a fixed directory.
+type staticDir struct{ snap *directory.Snapshot }
+
+func (d staticDir) Snapshot() *directory.Snapshot { return d.snap }
+
+// waitUntil polls cond until it holds or within passes (an event bound,
+// generous for a loaded machine).
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// startClient runs a client on a new mocknet host with the given
+// directory and bootstrap peers; it stops with the test.
+func startClient(t *testing.T, mn mocknet.Mocknet, snap *directory.Snapshot, boot []peer.AddrInfo, opts ...Option) (*Client, host.Host) {
+	t.Helper()
+	h, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(h, staticDir{snap}, &ring.Published{}, Config{
+		AnnounceInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
+		ReturnInterval: time.Hour, AckTimeout: 200 * time.Millisecond, Bootstrap: boot,
+	}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return c, h
+}
+
+func newMocknet(t *testing.T) mocknet.Mocknet {
+	t.Helper()
+	mn := mocknet.New()
+	t.Cleanup(func() { _ = mn.Close() })
+	return mn
+}
+
+// TestClientFollowsBusyAlternativeThenDeliversOnce: a client whose only
+// known supernode is full follows the alternative it offers, attaches
+// there, acks a delivered message, hands it to its listener once although
+// it arrives twice, and fails over when the supernode detaches it.
+func TestClientFollowsBusyAlternativeThenDeliversOnce(t *testing.T) {
+	mn := newMocknet(t)
+	accept := func() *pb.AttachResponse {
+		return &pb.AttachResponse{Status: pb.AttachResponse_STATUS_ACCEPT, KeepaliveMs: 50}
+	}
+	free := newFake(t, mn, accept)
+	full := newFake(t, mn, func() *pb.AttachResponse {
+		return &pb.AttachResponse{Status: pb.AttachResponse_STATUS_BUSY, RetryAfterMs: 60_000,
+			Alternatives: []*pb.PeerAddrs{protocol.PeerAddrsPB(peer.AddrInfo{ID: free.h.ID()})}}
+	})
+	var events []Event
+	var emu sync.Mutex
+	c, h := startClient(t, mn, &directory.Snapshot{}, []peer.AddrInfo{{ID: full.h.ID()}}, WithObserver(func(e Event) {
+		emu.Lock()
+		events = append(events, e)
+		emu.Unlock()
+	}))
+	l := c.Listen()
+	defer l.Close()
+	waitUntil(t, 10*time.Second, "attached to the alternative", func() bool {
+		a, ok := c.Attachment()
+		return ok && a.Supernode == free.h.ID()
+	})
+	if full.timesAsked() != 1 {
+		t.Fatalf("the full supernode was asked %d times in the pass; its retry-after is a minute", full.timesAsked())
+	}
+
+	from := free.h.ID() // any peer ID will do as the sender
+	d := &pb.SessionFrame{Kind: &pb.SessionFrame_Deliver{Deliver: &pb.DirectMessage{Id: protocol.NewMessageID(), From: []byte(from), To: []byte(h.ID()), Payload: []byte("hi")}}}
+	s := free.session()
+	free.send(s, d)
+	free.send(s, d) // a retry of the same message
+	for range 2 {
+		select {
+		case f := <-free.got:
+			if f.GetAck() == nil || string(f.GetAck().GetId()) != string(d.GetDeliver().GetId()) {
+				t.Fatalf("want an ack for each delivery, got %v", f)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no ack for a delivered message")
+		}
+	}
+	in := <-l.C
+	if in.Kind != KindDirect || string(in.Payload) != "hi" || in.From != from {
+		t.Fatalf("listener got %+v", in)
+	}
+	select {
+	case dup := <-l.C:
+		t.Fatalf("the retried delivery reached the listener again: %+v", dup)
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	// An orderly detach ends the session; the client counts a failover
+	// and attaches to the alternative the detach offers (here the same
+	// supernode again: the full one still asks it to wait).
+	free.send(s, &pb.SessionFrame{Kind: &pb.SessionFrame_Detach{Detach: &pb.Detach{Reason: "draining", SpreadMs: 1,
+		Alternatives: []*pb.PeerAddrs{protocol.PeerAddrsPB(peer.AddrInfo{ID: free.h.ID()})}}}})
+	waitUntil(t, 10*time.Second, "failover after detach", func() bool {
+		a, ok := c.Attachment()
+		return ok && a.Failovers == 1 && free.session() != s
+	})
+	emu.Lock()
+	defer emu.Unlock()
+	kinds := map[EventKind]int{}
+	for _, e := range events {
+		kinds[e.Kind]++
+		if e.Node != h.ID() {
+			t.Fatalf("event %+v not stamped with the client's ID", e)
+		}
+	}
+	if kinds[EventAttempt] < 3 || kinds[EventSessionEnd] < 1 {
+		t.Fatalf("events by kind %v: want attempts and a session end", kinds)
+	}
+}
+
+// TestClientWithoutSessionRefusesRequests: messaging before any session
+// fails fast with ErrNotAttached; Join is kept for the next session.
+func TestClientWithoutSessionRefusesRequests(t *testing.T) {
+	mn := newMocknet(t)
+	h, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(h, staticDir{&directory.Snapshot{}}, &ring.Published{}, Config{
+		AnnounceInterval: time.Second, RetryBase: time.Second, RetryMax: time.Second, ReturnInterval: time.Hour, AckTimeout: 50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := testIDs(t, 1)[0]
+	if _, err := c.Send(t.Context(), other, []byte("x")); !errors.Is(err, ErrNotAttached) {
+		t.Fatalf("Send without a session: %v, want ErrNotAttached", err)
+	}
+	if _, err := c.Send(t.Context(), h.ID(), []byte("x")); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Send to self: %v, want ErrInvalid", err)
+	}
+	if _, err := c.Send(t.Context(), other, make([]byte, protocol.MaxPayload+1)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversize Send: %v, want ErrTooLarge", err)
+	}
+	if _, err := c.Publish(t.Context(), "", []byte("x")); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Publish to an unnamed group: %v, want ErrInvalid", err)
+	}
+	if err := c.Join("g"); err != nil {
+		t.Fatalf("Join while detached: %v (it applies on the next session)", err)
+	}
+	if gs := c.Groups(); len(gs) != 1 || gs[0] != "g" {
+		t.Fatalf("Groups = %v", gs)
+	}
+	if _, err := c.Locate(t.Context(), other); !errors.Is(err, ErrNotAttached) {
+		t.Fatalf("Locate without a session: %v", err)
+	}
+}
+
+func TestNewRejectsBadConfig(t *testing.T) {
+	mn := newMocknet(t)
+	h, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := Config{AnnounceInterval: time.Second, RetryBase: time.Second, RetryMax: time.Second, ReturnInterval: time.Hour, AckTimeout: time.Second}
+	for _, tc := range []struct {
+		name string
+		cfg  func(Config) Config
+		opt  Option
+	}{
+		{"zero retry base", func(c Config) Config { c.RetryBase = 0; return c }, nil},
+		{"negative debounce", func(c Config) Config { c.RingDebounce = -1; return c }, nil},
+		{"nil clock", func(c Config) Config { return c }, WithClock(nil)},
+		{"nil logger", func(c Config) Config { return c }, WithLogger(nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var opts []Option
+			if tc.opt != nil {
+				opts = append(opts, tc.opt)
+			}
+			if _, err := New(h, staticDir{&directory.Snapshot{}}, &ring.Published{}, tc.cfg(good), opts...); err == nil {
+				t.Fatal("New accepted it")
+			}
+		})
+	}
+}

@@ -1,0 +1,417 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/overlay/dedup"
+	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/protocol/pb"
+)
+
+// Messaging defaults.
+const (
+	// sendAttempts: a direct message is sent up to sendAttempts times,
+	// waiting Config.AckTimeout for its ack each time.
+	sendAttempts = 4
+	// dedupWindow is how many recent message keys a client remembers to
+	// drop duplicates.
+	dedupWindow = 8192
+	// listenBuffer is how many inbound messages a slow local listener may
+	// fall behind before it misses some (counted in a "gap" message).
+	listenBuffer = 1024
+)
+
+// Kinds of Inbound message.
+const (
+	KindDirect = "direct"
+	KindGroup  = "group"
+	// KindGap reports Dropped messages this listener (or the supernode's
+	// outbox for this client) missed.
+	KindGap = "gap"
+)
+
+// Inbound is one message delivered to this node, as local listeners see it.
+type Inbound struct {
+	Kind    string // KindDirect, KindGroup or KindGap
+	From    peer.ID
+	Group   string
+	Epoch   uint64 // group messages: the home's epoch
+	Seq     uint64 // group messages: the sequence number within Epoch
+	ID      []byte // message ID
+	Payload []byte
+	Dropped uint64 // gap: how many messages were missed
+	Time    time.Time
+}
+
+// PublishResult is the group home's answer to a publish.
+type PublishResult struct {
+	ID    []byte
+	Epoch uint64
+	Seq   uint64
+}
+
+// outcome is what answered a pending request: an ack, or a result.
+type outcome struct {
+	acked  bool
+	result *pb.Result
+}
+
+// messenger is the client's messaging state. Frames it receives come from
+// the session goroutine (handle); requests come from any goroutine.
+type messenger struct {
+	c *Client
+
+	mu      sync.Mutex
+	pending map[string]chan outcome
+	members map[string]chan *pb.Members
+	groups  map[string]bool
+	subs    map[*Listener]struct{}
+	seen    *dedup.Window
+}
+
+func (m *messenger) init(c *Client) {
+	m.c = c
+	m.pending = map[string]chan outcome{}
+	m.members = map[string]chan *pb.Members{}
+	m.groups = map[string]bool{}
+	m.subs = map[*Listener]struct{}{}
+	m.seen = dedup.New(dedupWindow)
+}
+
+// Listener receives inbound messages; see Client.Listen.
+type Listener struct {
+	// C delivers the messages; it is closed by Close.
+	C       <-chan Inbound
+	c       chan Inbound
+	dropped uint64
+	m       *messenger
+}
+
+// Close stops the listener and closes C once the messages already in it
+// are read. It is idempotent.
+func (l *Listener) Close() {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	if _, ok := l.m.subs[l]; ok {
+		delete(l.m.subs, l)
+		close(l.c)
+	}
+}
+
+// Listen returns a listener for inbound direct and group messages. A
+// listener that falls listenBuffer messages behind misses the newest ones
+// (and gets a KindGap message when it catches up); it never slows the
+// client.
+func (c *Client) Listen() *Listener {
+	ch := make(chan Inbound, listenBuffer)
+	l := &Listener{C: ch, c: ch, m: &c.msg}
+	c.msg.mu.Lock()
+	c.msg.subs[l] = struct{}{}
+	c.msg.mu.Unlock()
+	return l
+}
+
+func (m *messenger) publishLocal(in Inbound) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for l := range m.subs {
+		if l.dropped > 0 {
+			select {
+			case l.c <- Inbound{Kind: KindGap, Dropped: l.dropped, Time: in.Time}:
+				l.dropped = 0
+			default:
+				l.dropped++
+				continue
+			}
+		}
+		select {
+		case l.c <- in:
+		default:
+			l.dropped++
+		}
+	}
+}
+
+// duplicate records key and reports whether it was seen recently.
+func (m *messenger) duplicate(key string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.seen.Seen(key)
+}
+
+// write sends a frame on the current session.
+func (m *messenger) write(f *pb.SessionFrame) error {
+	sess := m.c.current()
+	if sess == nil {
+		return ErrNotAttached
+	}
+	return sess.write(m.c.now(), f)
+}
+
+// handle takes the messaging frames of a session.
+func (m *messenger) handle(sess *session, f *pb.SessionFrame) {
+	now := m.c.now()
+	switch k := f.GetKind().(type) {
+	case *pb.SessionFrame_Deliver:
+		d := k.Deliver
+		from, err := peer.IDFromBytes(d.GetFrom())
+		if err != nil {
+			return
+		}
+		// Ack first, duplicates too: the sender may have missed our ack.
+		_ = sess.write(now, &pb.SessionFrame{Kind: &pb.SessionFrame_Ack{Ack: &pb.Ack{
+			Id: d.GetId(), From: []byte(m.c.h.ID()), To: d.GetFrom(), Origin: d.GetOrigin(),
+		}}})
+		if m.duplicate("d/" + string(d.GetFrom()) + "/" + string(d.GetId())) {
+			return
+		}
+		m.publishLocal(Inbound{Kind: KindDirect, From: from, ID: d.GetId(), Payload: d.GetPayload(), Time: now})
+	case *pb.SessionFrame_GroupMessage:
+		g := k.GroupMessage
+		if m.duplicate(fmt.Sprintf("g/%s/%d/%d", g.GetGroup(), g.GetEpoch(), g.GetSeq())) {
+			return
+		}
+		from, _ := peer.IDFromBytes(g.GetFrom())
+		m.publishLocal(Inbound{Kind: KindGroup, Group: g.GetGroup(), Epoch: g.GetEpoch(), Seq: g.GetSeq(), From: from,
+			ID: g.GetId(), Payload: g.GetPayload(), Time: now})
+	case *pb.SessionFrame_Gap:
+		m.publishLocal(Inbound{Kind: KindGap, Dropped: k.Gap.GetDropped(), Time: now})
+	case *pb.SessionFrame_Ack:
+		m.resolve(k.Ack.GetId(), outcome{acked: true})
+	case *pb.SessionFrame_Result:
+		m.resolve(k.Result.GetId(), outcome{result: k.Result})
+	case *pb.SessionFrame_Members:
+		m.mu.Lock()
+		ch := m.members[string(k.Members.GetId())]
+		m.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- k.Members:
+			default:
+			}
+		}
+	}
+}
+
+func (m *messenger) resolve(id []byte, o outcome) {
+	m.mu.Lock()
+	ch := m.pending[string(id)]
+	m.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- o:
+		default:
+		}
+	}
+}
+
+// sessionStarted re-joins the client's groups on a new session.
+func (m *messenger) sessionStarted(sess *session) {
+	m.mu.Lock()
+	groups := make([]string, 0, len(m.groups))
+	for g := range m.groups {
+		groups = append(groups, g)
+	}
+	m.mu.Unlock()
+	for _, g := range groups {
+		_ = sess.write(m.c.now(), &pb.SessionFrame{Kind: &pb.SessionFrame_GroupOp{GroupOp: &pb.GroupOp{Group: g, Join: true}}})
+	}
+}
+
+// statusErr maps a Result's status to the package's errors.
+func statusErr(r *pb.Result) error {
+	var base error
+	switch r.GetStatus() {
+	case pb.Result_STATUS_OK:
+		return nil
+	case pb.Result_STATUS_OFFLINE:
+		base = ErrOffline
+	case pb.Result_STATUS_UNREACHABLE:
+		base = ErrUnreachable
+	case pb.Result_STATUS_BUSY:
+		base = ErrBusy
+	case pb.Result_STATUS_INVALID:
+		base = ErrInvalid
+	default:
+		base = fmt.Errorf("status %v", r.GetStatus())
+	}
+	if r.GetDetail() == "" {
+		return base
+	}
+	return fmt.Errorf("%w (%s)", base, r.GetDetail())
+}
+
+// request writes f (built for id) and waits for its outcome, retrying up
+// to attempts times on a missing answer or a transient refusal. The same
+// id is reused, so the recipient drops duplicates.
+func (m *messenger) request(ctx context.Context, id []byte, attempts int, f *pb.SessionFrame) (*pb.Result, error) {
+	ch := make(chan outcome, 4)
+	m.mu.Lock()
+	m.pending[string(id)] = ch
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		delete(m.pending, string(id))
+		m.mu.Unlock()
+	}()
+	wait := m.c.cfg.AckTimeout
+	var last error = ErrNoAck
+	for range attempts {
+		if err := m.write(f); err != nil {
+			last = err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case o := <-ch:
+			t.Stop()
+			if o.acked {
+				return &pb.Result{Id: id, Status: pb.Result_STATUS_OK}, nil
+			}
+			err := statusErr(o.result)
+			if err == nil {
+				return o.result, nil
+			}
+			if errors.Is(err, ErrInvalid) {
+				return nil, err
+			}
+			last = err
+			// Transient: the recipient may be re-attaching. Wait before
+			// the next attempt rather than hammering.
+			if !sleep(ctx, wait/2) {
+				return nil, ctx.Err()
+			}
+		case <-t.C:
+		}
+	}
+	return nil, last
+}
+
+// Send delivers payload to peer to and waits for the recipient's ack. It
+// retries on timeout with the same message ID (the recipient drops
+// duplicates). It returns the message ID, and on failure an error wrapping
+// ErrOffline, ErrUnreachable, ErrBusy, ErrNotAttached, ErrInvalid or
+// ErrNoAck.
+func (c *Client) Send(ctx context.Context, to peer.ID, payload []byte) ([]byte, error) {
+	if len(payload) > protocol.MaxPayload {
+		return nil, ErrTooLarge
+	}
+	if to == c.h.ID() {
+		return nil, fmt.Errorf("%w: cannot send to self", ErrInvalid)
+	}
+	id := protocol.NewMessageID()
+	f := &pb.SessionFrame{Kind: &pb.SessionFrame_Send{Send: &pb.DirectMessage{Id: id, To: []byte(to), Payload: payload}}}
+	_, err := c.msg.request(ctx, id, sendAttempts, f)
+	return id, err
+}
+
+// checkGroup validates a group name.
+func checkGroup(group string) error {
+	if group == "" || len(group) > protocol.MaxGroupName {
+		return fmt.Errorf("%w: group name must be 1 to %d bytes", ErrInvalid, protocol.MaxGroupName)
+	}
+	return nil
+}
+
+// Join joins a group; the membership is kept across failovers (re-joined
+// on every new session). While the client is not attached it takes effect
+// on the next session.
+func (c *Client) Join(group string) error { return c.groupOp(group, true) }
+
+// Leave leaves a group.
+func (c *Client) Leave(group string) error { return c.groupOp(group, false) }
+
+func (c *Client) groupOp(group string, join bool) error {
+	if err := checkGroup(group); err != nil {
+		return err
+	}
+	c.msg.mu.Lock()
+	if join {
+		c.msg.groups[group] = true
+	} else {
+		delete(c.msg.groups, group)
+	}
+	c.msg.mu.Unlock()
+	err := c.msg.write(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupOp{GroupOp: &pb.GroupOp{Group: group, Join: join}}})
+	if errors.Is(err, ErrNotAttached) {
+		return nil // applied on the next session
+	}
+	return err
+}
+
+// Groups lists the groups this client has joined, in no particular order.
+func (c *Client) Groups() []string {
+	c.msg.mu.Lock()
+	defer c.msg.mu.Unlock()
+	out := make([]string, 0, len(c.msg.groups))
+	for g := range c.msg.groups {
+		out = append(out, g)
+	}
+	return out
+}
+
+// Publish sends payload to every member of group and returns the epoch and
+// sequence number the group's home gave it. A publish is sent once: a
+// retry after a lost answer could number it twice.
+func (c *Client) Publish(ctx context.Context, group string, payload []byte) (PublishResult, error) {
+	if len(payload) > protocol.MaxPayload {
+		return PublishResult{}, ErrTooLarge
+	}
+	if err := checkGroup(group); err != nil {
+		return PublishResult{}, err
+	}
+	id := protocol.NewMessageID()
+	f := &pb.SessionFrame{Kind: &pb.SessionFrame_Publish{Publish: &pb.GroupPublish{Group: group, Id: id, Payload: payload}}}
+	res, err := c.msg.request(ctx, id, 1, f)
+	if err != nil {
+		return PublishResult{ID: id}, err
+	}
+	return PublishResult{ID: id, Epoch: res.GetEpoch(), Seq: res.GetSeq()}, nil
+}
+
+// Members asks the group's home for the group's members.
+func (c *Client) Members(ctx context.Context, group string) ([]peer.ID, error) {
+	if err := checkGroup(group); err != nil {
+		return nil, err
+	}
+	id := protocol.NewMessageID()
+	ch := make(chan *pb.Members, 1)
+	c.msg.mu.Lock()
+	c.msg.members[string(id)] = ch
+	c.msg.mu.Unlock()
+	defer func() {
+		c.msg.mu.Lock()
+		delete(c.msg.members, string(id))
+		c.msg.mu.Unlock()
+	}()
+	if err := c.msg.write(&pb.SessionFrame{Kind: &pb.SessionFrame_MembersRequest{MembersRequest: &pb.MembersRequest{Id: id, Group: group}}}); err != nil {
+		return nil, err
+	}
+	t := time.NewTimer(2 * c.cfg.AckTimeout)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-t.C:
+		return nil, fmt.Errorf("members of %s: %w from the group home", group, ErrNoAck)
+	case m := <-ch:
+		if m.GetError() != "" {
+			return nil, fmt.Errorf("members of %s: %s", group, m.GetError())
+		}
+		out := make([]peer.ID, 0, len(m.GetMembers()))
+		for _, b := range m.GetMembers() {
+			if id, err := peer.IDFromBytes(b); err == nil {
+				out = append(out, id)
+			}
+		}
+		return out, nil
+	}
+}

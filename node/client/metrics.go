@@ -1,0 +1,63 @@
+package client
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics are the client's Prometheus series, overlayd_client_*.
+type metrics struct {
+	attempts       *prometheus.CounterVec
+	failovers      prometheus.Counter
+	returns        prometheus.Counter
+	deadSupernodes prometheus.Counter
+	attached       prometheus.Gauge
+	keepaliveRTT   prometheus.Histogram
+	retryWaits     prometheus.Histogram
+}
+
+// attemptResults are the values of overlayd_client_attach_attempts_total's
+// result label.
+var attemptResults = [...]string{"accept", "busy", "redirect", "error"}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "overlayd_client_attach_attempts_total",
+			Help: "Attach attempts by outcome: accept, busy, redirect, error.",
+		}, []string{"result"}),
+		failovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "overlayd_client_failovers_total", Help: "Sessions lost or detached that led to a reattachment.",
+		}),
+		returns: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "overlayd_client_returns_total", Help: "Moves back to the home cluster after a failover.",
+		}),
+		deadSupernodes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "overlayd_client_dead_supernodes_total", Help: "Sessions ended because the supernode stopped answering keepalives.",
+		}),
+		attached: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "overlayd_client_attached", Help: "1 while this node is attached to a supernode.",
+		}),
+		keepaliveRTT: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "overlayd_client_keepalive_rtt_seconds",
+			Help:    "Time from a keepalive ping to its pong.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
+		retryWaits: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "overlayd_client_retry_wait_seconds",
+			Help:    "Backoff waits between failed attach passes.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}),
+	}
+	for _, r := range attemptResults {
+		m.attempts.WithLabelValues(r)
+	}
+	return m
+}
+
+// register adds the series to reg.
+func (m *metrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.attempts, m.failovers, m.returns, m.deadSupernodes, m.attached, m.keepaliveRTT, m.retryWaits} {
+		if err := reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

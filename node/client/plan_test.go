@@ -1,0 +1,235 @@
+package client
+
+import (
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/overlay/directory"
+	"github.com/overlayd/overlayd/protocol"
+)
+
+// testIDs returns n distinct peer IDs from a fixed seed.
+func testIDs(t testing.TB, n int) []peer.ID {
+	t.Helper()
+	var seed [32]byte
+	src := rand.NewChaCha8(seed)
+	out := make([]peer.ID, n)
+	for i := range out {
+		_, pub, err := crypto.GenerateEd25519Key(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[i], err = peer.IDFromPublicKey(pub); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// entry is a directory entry for plan's input.
+func entry(id peer.ID, role protocol.Role, capacity, load uint32) directory.Entry {
+	return directory.Entry{Announcement: protocol.Announcement{ID: id, Role: role, Capacity: capacity, Load: load}}
+}
+
+// snapshot sorts es by ID, as the directory does.
+func snapshot(es ...directory.Entry) *directory.Snapshot {
+	slices.SortFunc(es, func(a, b directory.Entry) int {
+		if a.ID < b.ID {
+			return -1
+		}
+		if a.ID > b.ID {
+			return 1
+		}
+		return 0
+	})
+	return &directory.Snapshot{Entries: es}
+}
+
+func ids(ais []peer.AddrInfo) []peer.ID {
+	out := make([]peer.ID, len(ais))
+	for i, ai := range ais {
+		out[i] = ai.ID
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	p := testIDs(t, 16)
+	self := p[0]
+	home := []peer.ID{p[1], p[2], p[3]}
+	now := time.Unix(1000, 0)
+	sn := protocol.RoleSupernode
+	base := []directory.Entry{
+		entry(p[1], sn, 100, 100), entry(p[2], sn, 100, 10), entry(p[3], sn, 100, 0),
+		entry(p[4], sn, 100, 50), entry(p[5], sn, 100, 100), entry(p[6], protocol.RoleMega, 5000, 0),
+	}
+	for _, tc := range []struct {
+		name      string
+		home      []peer.ID
+		alts      []peer.AddrInfo
+		entries   []directory.Entry
+		notBefore map[peer.ID]time.Time
+		want      []peer.ID // exact order, or nil to check only with check
+		check     func(t *testing.T, got []peer.ID)
+	}{
+		{
+			name: "home in ring order first, full members included, then spare, then megas",
+			home: home, entries: base,
+			// p[1] is full but still asked first: its answer may carry
+			// alternatives, and load figures are up to an interval old.
+			want: []peer.ID{p[1], p[2], p[3], p[4], p[6]},
+		},
+		{
+			name: "supernodes that said BUSY are skipped until retry-after",
+			home: home, entries: base,
+			notBefore: map[peer.ID]time.Time{p[2]: now.Add(time.Second), p[4]: now.Add(time.Millisecond), p[1]: now},
+			want:      []peer.ID{p[1], p[3], p[6]},
+		},
+		{
+			name: "offered alternatives come right after home, before the directory's spare",
+			home: home, entries: base,
+			alts: []peer.AddrInfo{{ID: p[7]}, {ID: p[2]}, {ID: self}},
+			want: []peer.ID{p[1], p[2], p[3], p[7], p[4], p[6]},
+		},
+		{
+			name: "no duplicates and never self",
+			home: []peer.ID{self, p[1], p[1]}, entries: append(slices.Clone(base), entry(self, sn, 100, 0)),
+			alts: []peer.AddrInfo{{ID: p[1]}, {ID: self}},
+			want: []peer.ID{p[1], p[2], p[3], p[4], p[6]},
+		},
+		{
+			name: "home members missing from the directory are not asked",
+			home: []peer.ID{p[9], p[3]}, entries: base,
+			check: func(t *testing.T, got []peer.ID) {
+				if slices.Contains(got, p[9]) || got[0] != p[3] {
+					t.Fatalf("plan %v: want the live home member %s first and no %s", got, p[3], p[9])
+				}
+			},
+		},
+		{
+			name: "at most maxPerPass, megas last even when spare fills the pass",
+			home: home, entries: func() []directory.Entry {
+				es := slices.Clone(base)
+				for _, id := range p[7:15] {
+					es = append(es, entry(id, sn, 100, 0))
+				}
+				return es
+			}(),
+			check: func(t *testing.T, got []peer.ID) {
+				if len(got) != maxPerPass {
+					t.Fatalf("plan has %d entries, want %d", len(got), maxPerPass)
+				}
+				if !slices.Equal(got[:3], home) {
+					t.Fatalf("plan %v does not start with the home cluster", got)
+				}
+				if slices.Contains(got, p[6]) {
+					t.Fatalf("plan %v: a mega displaced a regular supernode with room", got)
+				}
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nb := tc.notBefore
+			if nb == nil {
+				nb = map[peer.ID]time.Time{}
+			}
+			got := ids(plan(self, tc.home, tc.alts, snapshot(tc.entries...), nb, now, rand.New(rand.NewPCG(1, 2))))
+			if tc.want != nil && !slices.Equal(got, tc.want) {
+				t.Fatalf("plan = %v\nwant   %v", got, tc.want)
+			}
+			if tc.check != nil {
+				tc.check(t, got)
+			}
+		})
+	}
+}
+
+// TestPlanWeightsSpareSupernodes: outside the home cluster, supernodes are
+// tried in random order weighted by spare capacity, so refused clients
+// spread instead of all trying the emptiest first.
+func TestPlanWeightsSpareSupernodes(t *testing.T) {
+	p := testIDs(t, 4)
+	sn := protocol.RoleSupernode
+	snap := snapshot(entry(p[1], sn, 1000, 900), entry(p[2], sn, 1000, 700), entry(p[3], sn, 1000, 400))
+	rng := rand.New(rand.NewPCG(3, 4))
+	first := map[peer.ID]int{}
+	const runs = 20_000
+	for range runs {
+		got := plan(p[0], nil, nil, snap, map[peer.ID]time.Time{}, time.Unix(0, 0), rng)
+		if len(got) != 3 {
+			t.Fatalf("plan has %d entries, want all 3 with room", len(got))
+		}
+		first[got[0].ID]++
+	}
+	// Spare 100 : 300 : 600.
+	for id, want := range map[peer.ID]float64{p[1]: 0.1, p[2]: 0.3, p[3]: 0.6} {
+		if got := float64(first[id]) / runs; got < want-0.02 || got > want+0.02 {
+			t.Errorf("%s tried first %.3f of the time, want %.2f (its share of spare capacity)", id.ShortString(), got, want)
+		}
+	}
+}
+
+func TestMegaOrder(t *testing.T) {
+	p := testIDs(t, 40)
+	megas := []peer.AddrInfo{{ID: p[0]}, {ID: p[1]}, {ID: p[2]}}
+	caps := []uint32{1000, 1000, 4000}
+	clients := p[3:]
+	firsts := map[peer.ID]int{}
+	for _, c := range clients {
+		got := megaOrder(c, megas, caps)
+		if len(got) != 3 {
+			t.Fatalf("megaOrder returned %d of 3 megas", len(got))
+		}
+		seen := map[peer.ID]bool{}
+		for _, ai := range got {
+			seen[ai.ID] = true
+		}
+		if len(seen) != 3 {
+			t.Fatalf("megaOrder %v repeats a mega", ids(got))
+		}
+		if again := megaOrder(c, megas, caps); !slices.Equal(ids(again), ids(got)) {
+			t.Fatalf("megaOrder is not stable for one client: %v then %v", ids(got), ids(again))
+		}
+		firsts[got[0].ID]++
+	}
+	if len(firsts) < 2 {
+		t.Fatalf("all %d clients fall back to the same mega first: %v", len(clients), firsts)
+	}
+	if one := megaOrder(p[3], megas[:1], caps[:1]); len(one) != 1 || one[0].ID != p[0] {
+		t.Fatalf("a single mega: %v", ids(one))
+	}
+}
+
+func TestReturnTargets(t *testing.T) {
+	p := testIDs(t, 6)
+	sn := protocol.RoleSupernode
+	now := time.Unix(1000, 0)
+	home := []peer.ID{p[1], p[2], p[3]}
+	snap := snapshot(entry(p[1], sn, 100, 100), entry(p[2], sn, 100, 20), entry(p[3], sn, 100, 0), entry(p[4], sn, 100, 0))
+	for _, tc := range []struct {
+		name      string
+		current   peer.ID
+		notBefore map[peer.ID]time.Time
+		want      []peer.ID
+	}{
+		{"away: home members with room, in ring order", p[4], nil, []peer.ID{p[2], p[3]}},
+		{"already home: nothing to do", p[2], nil, nil},
+		{"a member that asked to wait is skipped", p[4], map[peer.ID]time.Time{p[2]: now.Add(time.Second)}, []peer.ID{p[3]}},
+		{"a member whose wait is over is asked", p[4], map[peer.ID]time.Time{p[2]: now}, []peer.ID{p[2], p[3]}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ids(returnTargets(home, tc.current, snap, tc.notBefore, now))
+			if !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
+				t.Fatalf("returnTargets = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if got := returnTargets([]peer.ID{p[5]}, p[4], snap, nil, now); len(got) != 0 {
+		t.Fatalf("a home member missing from the directory was a target: %v", ids(got))
+	}
+}
