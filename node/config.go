@@ -17,6 +17,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"gopkg.in/yaml.v3"
 
+	"github.com/overlayd/overlayd/node/role"
 	"github.com/overlayd/overlayd/protocol"
 )
 
@@ -280,9 +281,10 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// rolePolicy is the Config's thresholds for DecideRole.
-func (c *Config) rolePolicy() RolePolicy {
-	return RolePolicy{
+// rolePolicy is the Config's thresholds for role.Decide, with the home
+// cluster size R = cluster.Size.
+func (c *Config) rolePolicy() role.Policy {
+	return role.Policy{
 		MinUptime:       c.AutoMinUptime,
 		MinCapacity:     c.AutoMinCapacity,
 		SpareLow:        c.AutoSpareLow,
