@@ -16,6 +16,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"gopkg.in/yaml.v3"
 
+	"github.com/overlayd/overlayd/node/role"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -28,7 +29,7 @@ const (
 	RoleOrdinary  Role = "ordinary"
 	RoleSupernode Role = "supernode"
 	// RoleAuto lets the node decide: it starts ordinary and promotes
-	// itself to supernode, or demotes itself, by the rules of DecideRole
+	// itself to supernode, or demotes itself, by the rules of role.Decide
 	// (the Auto* fields).
 	RoleAuto Role = "auto"
 )
@@ -86,7 +87,7 @@ type Config struct {
 	// clients above its regular capacity back, evenly, and how long a
 	// demoted auto supernode takes to detach all its clients.
 	DrainPeriod time.Duration `yaml:"drain-period"`
-	// Auto* are the thresholds of --role auto (see DecideRole and
+	// Auto* are the thresholds of --role auto (see role.Decide and
 	// docs/ARCHITECTURE.md, "Roles"). AutoMinUptime and AutoMinCapacity
 	// gate promotion; the network needs supernodes while the spare
 	// capacity per attached client is below AutoSpareLow, and has a
@@ -280,9 +281,10 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// rolePolicy is the Config's thresholds for DecideRole.
-func (c *Config) rolePolicy() RolePolicy {
-	return RolePolicy{
+// rolePolicy is the Config's thresholds for role.Decide, with the home
+// cluster size R = cluster.Size.
+func (c *Config) rolePolicy() role.Policy {
+	return role.Policy{
 		MinUptime:       c.AutoMinUptime,
 		MinCapacity:     c.AutoMinCapacity,
 		SpareLow:        c.AutoSpareLow,

@@ -44,13 +44,14 @@ func TestAutoConfigValidation(t *testing.T) {
 	}
 }
 
-// TestAutoRolePolicyFromConfig: the flags reach the decision.
+// TestAutoRolePolicyFromConfig: the flags, HomeHighLoad and cluster.Size
+// reach the policy role.Decide is given.
 func TestAutoRolePolicyFromConfig(t *testing.T) {
 	c := DefaultConfig()
 	c.AutoSpareLow, c.AutoSpareHigh, c.AutoMinCapacity = 0.1, 0.9, 7
 	p := c.rolePolicy()
-	if p.SpareLow != 0.1 || p.SpareHigh != 0.9 || p.MinCapacity != 7 || p.ClusterSize != cluster.Size ||
-		p.PromoteDelayMax != c.AutoPromoteDelayMax || p.DemoteAfter != c.AutoDemoteAfter || p.MinUptime != c.AutoMinUptime {
+	if p.SpareLow != 0.1 || p.SpareHigh != 0.9 || p.MinCapacity != 7 || p.ClusterSize != cluster.Size || p.HomeHighLoad != HomeHighLoad ||
+		p.PromoteDelayMin != c.AutoPromoteDelayMin || p.PromoteDelayMax != c.AutoPromoteDelayMax || p.DemoteAfter != c.AutoDemoteAfter || p.MinUptime != c.AutoMinUptime {
 		t.Fatalf("policy %+v from config", p)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/node/role"
 	"github.com/overlayd/overlayd/overlay/cluster"
 )
 
@@ -173,7 +174,7 @@ func TestAutoRolesNetwork(t *testing.T) {
 	if st.Role != "ordinary" || st.ConfiguredRole != "auto" || st.Reachability != "private" {
 		t.Fatalf("private node status: role %s (configured %s), reachability %s", st.Role, st.ConfiguredRole, st.Reachability)
 	}
-	if c := statusCriterion(st.RoleCriteria, CritReachable); c.Held {
+	if c := statusCriterion(st.RoleCriteria, role.CritReachable); c.Held {
 		t.Fatalf("private node reports %q held", c.Name)
 	}
 	t.Logf("private node: %s", st.RoleReason)
@@ -216,7 +217,7 @@ func TestAutoRolesNetwork(t *testing.T) {
 	// node sees a need.
 	waitFor(t, 5*time.Second, "no surplus and no need left", func() bool {
 		for _, a := range autos {
-			c := statusCriterion(a.Status().RoleCriteria, map[bool]string{true: CritSurplus, false: CritNeeded}[a.serving.Load()])
+			c := statusCriterion(a.Status().RoleCriteria, map[bool]string{true: role.CritSurplus, false: role.CritNeeded}[a.serving.Load()])
 			if c.Held {
 				return false
 			}
@@ -225,7 +226,7 @@ func TestAutoRolesNetwork(t *testing.T) {
 	})
 	for _, a := range autos {
 		if a.serving.Load() {
-			t.Logf("after the drop: %s", statusCriterion(a.Status().RoleCriteria, CritSurplus).Detail)
+			t.Logf("after the drop: %s", statusCriterion(a.Status().RoleCriteria, role.CritSurplus).Detail)
 			break
 		}
 	}

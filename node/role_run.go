@@ -7,14 +7,16 @@ import (
 	"sync"
 	"time"
 
+	"github.com/overlayd/overlayd/node/role"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 )
 
-// The driver of --role auto. An auto node builds both sides at Start: the
-// client (attacher and messenger) and the supernode machinery (semaphores,
-// admission, router, fanout engine, announcer), so no field changes after
-// Start. The atomic serving flag says which role it plays:
+// The driver of --role auto; the rules are the pure role.Decide (package
+// node/role). An auto node builds both sides at Start: the client (attacher
+// and messenger) and the supernode machinery (semaphores, admission,
+// router, fanout engine, announcer), so no field changes after Start. The
+// atomic serving flag says which role it plays:
 //
 //   - ordinary (serving false): admission is closed (an attach is answered
 //     REDIRECT with alternatives), nothing is announced, the node does not
@@ -27,13 +29,13 @@ import (
 // JoinGroup and Listen work the same in both roles and a role change
 // loses no message (a pinned supernode has no client side at all).
 //
-// One goroutine, roleLoop, evaluates DecideRole and makes every role
+// One goroutine, roleLoop, evaluates role.Decide and makes every role
 // change, so promotions and demotions never overlap.
 
 // roleRun is what status shows of the driver. Guarded by mu.
 type roleRun struct {
 	mu        sync.Mutex
-	last      RoleDecision
+	last      role.Decision
 	evaluated bool
 	draining  int    // clients left to drain while demoting
 	drainWhy  string // the demotion's reason
@@ -44,10 +46,10 @@ type roleRun struct {
 }
 
 // noteChange records a role change made on d.
-func (n *Node) noteChange(d RoleDecision) {
+func (n *Node) noteChange(d role.Decision) {
 	why := d.Reason
 	for _, c := range d.Criteria {
-		if c.Name == CritNeeded || c.Name == CritSurplus {
+		if c.Name == role.CritNeeded || c.Name == role.CritSurplus {
 			why += "; " + c.Detail
 		}
 	}
@@ -72,7 +74,7 @@ func (n *Node) roleLoop(ctx context.Context) {
 	defer tick.Stop()
 	rng := rand.New(rand.NewPCG(n.seed(), n.seed()))
 	policy := n.cfg.rolePolicy()
-	var st RoleState
+	var st role.State
 	var svc *roleService
 	defer func() {
 		if svc != nil {
@@ -89,20 +91,20 @@ func (n *Node) roleLoop(ctx context.Context) {
 		if c, ok := n.MegaCert(); ok {
 			// An operator made this node a mega-supernode: the certificate
 			// pins the role until it is demoted.
-			n.setRoleDecision(RoleDecision{Reason: fmt.Sprintf("mega-supernode by operator certificate %d", c.Serial)})
-			st = RoleState{}
+			n.setRoleDecision(role.Decision{Reason: fmt.Sprintf("mega-supernode by operator certificate %d", c.Serial)})
+			st = role.State{}
 			continue
 		}
-		var dec RoleDecision
-		dec, st = DecideRole(policy, n.roleInput(), st, rng)
+		var dec role.Decision
+		dec, st = role.Decide(policy, n.roleInput(), st, rng)
 		n.setRoleDecision(dec)
 		switch dec.Action {
-		case RolePromote:
+		case role.Promote:
 			n.log.Info("auto role: promoting to supernode", "why", dec.Reason)
 			n.noteChange(dec)
 			n.m.roleChanges.WithLabelValues("supernode").Inc()
 			svc = n.promoteAuto(ctx)
-		case RoleDemote:
+		case role.Demote:
 			n.log.Info("auto role: demoting to ordinary", "why", dec.Reason, "drain", n.cfg.DrainPeriod)
 			n.noteChange(dec)
 			n.m.roleChanges.WithLabelValues("ordinary").Inc()
@@ -112,25 +114,25 @@ func (n *Node) roleLoop(ctx context.Context) {
 	}
 }
 
-// roleInput gathers DecideRole's input: the directory, with this node's
+// roleInput gathers role.Decide's input: the directory, with this node's
 // own entry taken from its live state (present with its capacity and
 // load while serving, absent otherwise).
-func (n *Node) roleInput() RoleInput {
+func (n *Node) roleInput() role.Input {
 	snap := n.dir.Snapshot()
 	self := n.ID()
 	serving := n.serving.Load()
-	es := make([]RoleEntry, 0, snap.Len()+1)
+	es := make([]role.Entry, 0, snap.Len()+1)
 	for _, e := range snap.Entries {
 		if e.ID == self {
 			continue
 		}
-		es = append(es, RoleEntry{ID: e.ID, Mega: e.Role == protocol.RoleMega, Capacity: int(e.Capacity), Load: int(e.Load)})
+		es = append(es, role.Entry{ID: e.ID, Mega: e.Role == protocol.RoleMega, Capacity: int(e.Capacity), Load: int(e.Load)})
 	}
 	if serving {
-		es = append(es, RoleEntry{ID: self, Capacity: n.cfg.Capacity, Load: n.load()})
+		es = append(es, role.Entry{ID: self, Capacity: n.cfg.Capacity, Load: n.load()})
 	}
 	now := n.now()
-	return RoleInput{
+	return role.Input{
 		Now:          now,
 		Serving:      serving,
 		Reachability: n.Reachability(),
@@ -142,7 +144,7 @@ func (n *Node) roleInput() RoleInput {
 	}
 }
 
-func (n *Node) setRoleDecision(d RoleDecision) {
+func (n *Node) setRoleDecision(d role.Decision) {
 	n.role.mu.Lock()
 	n.role.last, n.role.evaluated = d, true
 	n.role.mu.Unlock()
@@ -259,7 +261,7 @@ func (n *Node) roleChangedAt() time.Time {
 }
 
 // autoRole reports the auto role's state for Role and Status.
-func (n *Node) autoRole() (Role, string, []RoleCriterion) {
+func (n *Node) autoRole() (Role, string, []role.Criterion) {
 	n.role.mu.Lock()
 	defer n.role.mu.Unlock()
 	r := RoleOrdinary

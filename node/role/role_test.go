@@ -1,4 +1,4 @@
-package node
+package role_test
 
 import (
 	"fmt"
@@ -11,12 +11,23 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/node/role"
+	"github.com/overlayd/overlayd/overlay/cluster"
 )
 
-func testPolicy() RolePolicy {
-	return RolePolicy{
+// testPolicy is the policy of these tests, with R = cluster.Size. The
+// fixtures (home clusters of three, directories of two to eight
+// supernodes) are built for R = 3; a change of cluster.Size must rebuild
+// them, so testPolicy fails rather than let them test something else.
+func testPolicy(tb testing.TB) role.Policy {
+	tb.Helper()
+	if cluster.Size != 3 {
+		tb.Fatalf("the fixtures are built for cluster.Size 3, not %d: rebuild them", cluster.Size)
+	}
+	return role.Policy{
 		MinUptime: time.Minute, MinCapacity: 10,
-		SpareLow: 0.25, SpareHigh: 1.0, HomeHighLoad: 0.9, ClusterSize: 3,
+		SpareLow: 0.25, SpareHigh: 1.0, HomeHighLoad: 0.9, ClusterSize: cluster.Size,
 		PromoteDelayMin: 10 * time.Second, PromoteDelayMax: 60 * time.Second,
 		DemoteAfter: 2 * time.Minute,
 	}
@@ -28,16 +39,16 @@ func fakeID(i int) peer.ID { return peer.ID(fmt.Sprintf("sn-%03d", i)) }
 
 // directoryOf builds k regular supernodes of capacity c, with the total
 // load spread over them (never above capacity).
-func directoryOf(k, c, load int) []RoleEntry {
-	es := make([]RoleEntry, k)
+func directoryOf(k, c, load int) []role.Entry {
+	es := make([]role.Entry, k)
 	for i := range es {
-		es[i] = RoleEntry{ID: fakeID(i), Capacity: c}
+		es[i] = role.Entry{ID: fakeID(i), Capacity: c}
 	}
 	for i := 0; load > 0; i = (i + 1) % k {
 		if es[i].Load < c {
 			es[i].Load++
 			load--
-		} else if slices.IndexFunc(es, func(e RoleEntry) bool { return e.Load < e.Capacity }) < 0 {
+		} else if slices.IndexFunc(es, func(e role.Entry) bool { return e.Load < e.Capacity }) < 0 {
 			break
 		}
 	}
@@ -48,8 +59,8 @@ func directoryOf(k, c, load int) []RoleEntry {
 // through the spare capacity alone: 6 supernodes of capacity 10 carrying
 // 52 clients (spare 8: 0.15 per client); its home cluster of 3 has room
 // (loads 9, 8, 8).
-func eligibleInput() RoleInput {
-	return RoleInput{
+func eligibleInput() role.Input {
+	return role.Input{
 		Now: t0, Reachability: network.ReachabilityPublic, Uptime: time.Hour, Capacity: 50,
 		Self: "self", Supernodes: directoryOf(6, 10, 52), Home: []peer.ID{fakeID(3), fakeID(4), fakeID(5)},
 	}
@@ -57,74 +68,74 @@ func eligibleInput() RoleInput {
 
 // runUntil evaluates every second from in.Now for d and returns the first
 // non-stay action and when it came.
-func runUntil(p RolePolicy, in RoleInput, st RoleState, rng *rand.Rand, d time.Duration) (RoleAction, time.Duration, RoleDecision) {
-	var dec RoleDecision
+func runUntil(p role.Policy, in role.Input, st role.State, rng *rand.Rand, d time.Duration) (role.Action, time.Duration, role.Decision) {
+	var dec role.Decision
 	start := in.Now
 	for at := time.Duration(0); at <= d; at += time.Second {
 		in.Now = start.Add(at)
-		dec, st = DecideRole(p, in, st, rng)
-		if dec.Action != RoleStay {
+		dec, st = role.Decide(p, in, st, rng)
+		if dec.Action != role.Stay {
 			return dec.Action, at, dec
 		}
 	}
-	return RoleStay, d, dec
+	return role.Stay, d, dec
 }
 
-func criterion(d RoleDecision, name string) RoleCriterion {
+func criterion(d role.Decision, name string) role.Criterion {
 	for _, c := range d.Criteria {
 		if c.Name == name {
 			return c
 		}
 	}
-	return RoleCriterion{Name: "missing " + name}
+	return role.Criterion{Name: "missing " + name}
 }
 
-func TestDecideRolePromotionCriteria(t *testing.T) {
-	p := testPolicy()
+func TestDecidePromotionCriteria(t *testing.T) {
+	p := testPolicy(t)
 	tests := []struct {
 		name    string
-		tweak   func(*RoleInput)
+		tweak   func(*role.Input)
 		failing string // the criterion that must not hold ("" = promote)
 	}{
-		{"all hold", func(*RoleInput) {}, ""},
-		{"private", func(in *RoleInput) { in.Reachability = network.ReachabilityPrivate }, CritReachable},
-		{"reachability unknown", func(in *RoleInput) { in.Reachability = network.ReachabilityUnknown }, CritReachable},
-		{"young", func(in *RoleInput) { in.Uptime = 59 * time.Second }, CritUptime},
-		{"small", func(in *RoleInput) { in.Capacity = 9 }, CritCapacity},
-		{"zero capacity", func(in *RoleInput) { in.Capacity = 0 }, CritCapacity},
-		{"enough spare, home has room", func(in *RoleInput) { in.Supernodes = directoryOf(6, 10, 40) }, CritNeeded},
-		{"no clients, spare", func(in *RoleInput) { in.Supernodes = directoryOf(6, 10, 0) }, CritNeeded},
-		{"mega room does not count", func(in *RoleInput) {
-			in.Supernodes = append(directoryOf(6, 10, 52), RoleEntry{ID: "mega", Mega: true, Capacity: 1000})
+		{"all hold", func(*role.Input) {}, ""},
+		{"private", func(in *role.Input) { in.Reachability = network.ReachabilityPrivate }, role.CritReachable},
+		{"reachability unknown", func(in *role.Input) { in.Reachability = network.ReachabilityUnknown }, role.CritReachable},
+		{"young", func(in *role.Input) { in.Uptime = 59 * time.Second }, role.CritUptime},
+		{"small", func(in *role.Input) { in.Capacity = 9 }, role.CritCapacity},
+		{"zero capacity", func(in *role.Input) { in.Capacity = 0 }, role.CritCapacity},
+		{"enough spare, home has room", func(in *role.Input) { in.Supernodes = directoryOf(6, 10, 40) }, role.CritNeeded},
+		{"no clients, spare", func(in *role.Input) { in.Supernodes = directoryOf(6, 10, 0) }, role.CritNeeded},
+		{"mega room does not count", func(in *role.Input) {
+			in.Supernodes = append(directoryOf(6, 10, 52), role.Entry{ID: "mega", Mega: true, Capacity: 1000})
 		}, ""},
-		{"mega clients count", func(in *RoleInput) {
-			in.Supernodes = append(directoryOf(6, 10, 40), RoleEntry{ID: "mega", Mega: true, Capacity: 1000, Load: 60})
+		{"mega clients count", func(in *role.Input) {
+			in.Supernodes = append(directoryOf(6, 10, 40), role.Entry{ID: "mega", Mega: true, Capacity: 1000, Load: 60})
 		}, ""},
-		{"home cluster short", func(in *RoleInput) {
+		{"home cluster short", func(in *role.Input) {
 			in.Supernodes = directoryOf(2, 100, 10) // spare 190 per 10 clients, but only 2 members
 			in.Home = []peer.ID{fakeID(0), fakeID(1)}
 		}, ""},
-		{"home cluster all full", func(in *RoleInput) {
+		{"home cluster all full", func(in *role.Input) {
 			in.Supernodes = directoryOf(6, 10, 42) // 7 each: spare 12 per 48 clients = 0.25
 			for i := 3; i < 6; i++ {
 				in.Supernodes[i].Load = 9
 			}
 		}, ""},
-		{"home cluster all full, spare above the middle mark", func(in *RoleInput) {
+		{"home cluster all full, spare above the middle mark", func(in *role.Input) {
 			in.Supernodes = directoryOf(6, 10, 0) // spare 33 per 27 clients
 			for i := 3; i < 6; i++ {
 				in.Supernodes[i].Load = 9
 			}
-		}, CritNeeded},
-		{"no supernodes at all", func(in *RoleInput) { in.Supernodes, in.Home = nil, nil }, ""},
+		}, role.CritNeeded},
+		{"no supernodes at all", func(in *role.Input) { in.Supernodes, in.Home = nil, nil }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := eligibleInput()
 			tt.tweak(&in)
-			act, at, dec := runUntil(p, in, RoleState{}, rand.New(rand.NewPCG(1, 2)), 10*time.Minute)
+			act, at, dec := runUntil(p, in, role.State{}, rand.New(rand.NewPCG(1, 2)), 10*time.Minute)
 			if tt.failing == "" {
-				if act != RolePromote {
+				if act != role.Promote {
 					t.Fatalf("did not promote: %s", dec.Reason)
 				}
 				if at < p.PromoteDelayMin || at > p.PromoteDelayMax+time.Second {
@@ -137,7 +148,7 @@ func TestDecideRolePromotionCriteria(t *testing.T) {
 				}
 				return
 			}
-			if act != RoleStay {
+			if act != role.Stay {
 				t.Fatalf("%v after %v with %q failing: %s", act, at, tt.failing, dec.Reason)
 			}
 			c := criterion(dec, tt.failing)
@@ -153,13 +164,13 @@ func TestDecideRolePromotionCriteria(t *testing.T) {
 	}
 }
 
-func TestDecideRoleDemotion(t *testing.T) {
-	p := testPolicy()
+func TestDecideDemotion(t *testing.T) {
+	p := testPolicy(t)
 	// Self (capacity 20, no clients) plus 4 others of capacity 10 each.
-	serving := func(load int, reach network.Reachability) RoleInput {
+	serving := func(load int, reach network.Reachability) role.Input {
 		in := eligibleInput()
 		in.Serving, in.Reachability, in.Capacity = true, reach, 20
-		in.Supernodes = append(directoryOf(4, 10, load), RoleEntry{ID: "self", Capacity: 20})
+		in.Supernodes = append(directoryOf(4, 10, load), role.Entry{ID: "self", Capacity: 20})
 		in.Home = []peer.ID{fakeID(0), fakeID(1), fakeID(2)}
 		return in
 	}
@@ -173,37 +184,37 @@ func TestDecideRoleDemotion(t *testing.T) {
 	big.Capacity, big.Supernodes[4].Capacity = 200, 200
 	tests := []struct {
 		name     string
-		in       RoleInput
-		want     RoleAction
+		in       role.Input
+		want     role.Action
 		min, max time.Duration
 	}{
-		{"needed", serving(38, network.ReachabilityPublic), RoleStay, 0, 0},
-		{"surplus", serving(10, network.ReachabilityPublic), RoleDemote, p.DemoteAfter, 2*p.DemoteAfter + time.Second},
-		{"between the marks", serving(30, network.ReachabilityPublic), RoleStay, 0, 0}, // spare 30/30 = 1.0, not above
+		{"needed", serving(38, network.ReachabilityPublic), role.Stay, 0, 0},
+		{"surplus", serving(10, network.ReachabilityPublic), role.Demote, p.DemoteAfter, 2*p.DemoteAfter + time.Second},
+		{"between the marks", serving(30, network.ReachabilityPublic), role.Stay, 0, 0}, // spare 30/30 = 1.0, not above
 		// Spare 202 per 38 clients is far above SpareHigh, but without
 		// this node's 200 it would be 2/38, below SpareLow: a promotion
 		// never creates the surplus that would undo it.
-		{"surplus only with me", big, RoleStay, 0, 0},
-		{"home full without me", homeFull, RoleStay, 0, 0},
-		{"lost reachability", serving(38, network.ReachabilityPrivate), RoleDemote, p.PromoteDelayMin, p.PromoteDelayMax + time.Second},
-		{"reachability unknown keeps serving", serving(38, network.ReachabilityUnknown), RoleStay, 0, 0},
+		{"surplus only with me", big, role.Stay, 0, 0},
+		{"home full without me", homeFull, role.Stay, 0, 0},
+		{"lost reachability", serving(38, network.ReachabilityPrivate), role.Demote, p.PromoteDelayMin, p.PromoteDelayMax + time.Second},
+		{"reachability unknown keeps serving", serving(38, network.ReachabilityUnknown), role.Stay, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			act, at, dec := runUntil(p, tt.in, RoleState{}, rand.New(rand.NewPCG(3, 4)), 10*time.Minute)
+			act, at, dec := runUntil(p, tt.in, role.State{}, rand.New(rand.NewPCG(3, 4)), 10*time.Minute)
 			if act != tt.want {
 				t.Fatalf("got %v after %v, want %v: %s", act, at, tt.want, dec.Reason)
 			}
-			if act != RoleStay && (at < tt.min || at > tt.max) {
+			if act != role.Stay && (at < tt.min || at > tt.max) {
 				t.Fatalf("%v after %v, want within [%v, %v]", act, at, tt.min, tt.max)
 			}
 		})
 	}
 	t.Run("too few would remain", func(t *testing.T) {
 		in := serving(0, network.ReachabilityPublic)
-		in.Supernodes = append(directoryOf(2, 100, 5), RoleEntry{ID: "self", Capacity: 20})
-		act, _, dec := runUntil(p, in, RoleState{}, rand.New(rand.NewPCG(5, 6)), 10*time.Minute)
-		if act != RoleStay || criterion(dec, CritSurplus).Held {
+		in.Supernodes = append(directoryOf(2, 100, 5), role.Entry{ID: "self", Capacity: 20})
+		act, _, dec := runUntil(p, in, role.State{}, rand.New(rand.NewPCG(5, 6)), 10*time.Minute)
+		if act != role.Stay || criterion(dec, role.CritSurplus).Held {
 			t.Fatalf("demoted below cluster.Size regular supernodes: %v %s", act, dec.Reason)
 		}
 	})
@@ -211,26 +222,26 @@ func TestDecideRoleDemotion(t *testing.T) {
 		// Surplus except for one evaluation in every DemoteAfter/2: never
 		// demotes.
 		rng := rand.New(rand.NewPCG(7, 8))
-		var st RoleState
-		var dec RoleDecision
+		var st role.State
+		var dec role.Decision
 		for at := time.Duration(0); at < time.Hour; at += time.Second {
 			in := serving(10, network.ReachabilityPublic)
 			if at%(p.DemoteAfter/2) == 0 {
 				in = serving(38, network.ReachabilityPublic)
 			}
 			in.Now = t0.Add(at)
-			if dec, st = DecideRole(p, in, st, rng); dec.Action != RoleStay {
+			if dec, st = role.Decide(p, in, st, rng); dec.Action != role.Stay {
 				t.Fatalf("demoted at %v on an interrupted surplus", at)
 			}
 		}
 	})
 }
 
-// TestDecideRoleNoFlapping feeds a load that oscillates around the low
+// TestDecideNoFlapping feeds a load that oscillates around the low
 // mark (and, later, the high mark) to one auto node whose own promotion
 // and demotion change the directory it sees, and counts role changes.
-func TestDecideRoleNoFlapping(t *testing.T) {
-	p := testPolicy()
+func TestDecideNoFlapping(t *testing.T) {
+	p := testPolicy(t)
 	p.PromoteDelayMin, p.PromoteDelayMax = 5*time.Second, 10*time.Second
 	p.DemoteAfter = 20 * time.Second
 	const others, capEach, myCap = 8, 10, 20 // 80 without the node
@@ -252,7 +263,7 @@ func TestDecideRoleNoFlapping(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(9, 10))
-			var st RoleState
+			var st role.State
 			serving := strings.HasPrefix(tc.name, "around the high mark")
 			changes := 0
 			for at := time.Duration(0); at < 2*time.Hour; at += time.Second {
@@ -265,18 +276,18 @@ func TestDecideRoleNoFlapping(t *testing.T) {
 					// The node takes the load the others cannot.
 					mine := max(load-others*capEach, 0)
 					es = directoryOf(others, capEach, load-mine)
-					es = append(es, RoleEntry{ID: "self", Capacity: myCap, Load: mine})
+					es = append(es, role.Entry{ID: "self", Capacity: myCap, Load: mine})
 				}
-				in := RoleInput{Now: t0.Add(at), Serving: serving, Reachability: network.ReachabilityPublic,
+				in := role.Input{Now: t0.Add(at), Serving: serving, Reachability: network.ReachabilityPublic,
 					Uptime: time.Hour, Capacity: myCap, Self: "self", Supernodes: es,
 					Home: []peer.ID{fakeID(0), fakeID(1), fakeID(2)}}
-				var dec RoleDecision
-				dec, st = DecideRole(p, in, st, rng)
+				var dec role.Decision
+				dec, st = role.Decide(p, in, st, rng)
 				switch dec.Action {
-				case RolePromote:
+				case role.Promote:
 					serving = true
 					changes++
-				case RoleDemote:
+				case role.Demote:
 					serving = false
 					changes++
 				}
@@ -289,12 +300,12 @@ func TestDecideRoleNoFlapping(t *testing.T) {
 	}
 }
 
-// TestDecideRoleSpread starts 20 eligible nodes at the same moment. Alone,
+// TestDecideSpread starts 20 eligible nodes at the same moment. Alone,
 // their promotions spread over the delay window; together, with each
 // promotion reaching the others' directories one evaluation later, the
 // first promotions satisfy the need and most nodes stop waiting.
-func TestDecideRoleSpread(t *testing.T) {
-	p := testPolicy()
+func TestDecideSpread(t *testing.T) {
+	p := testPolicy(t)
 	window := p.PromoteDelayMax - p.PromoteDelayMin
 	const nodes = 20
 	for seed := uint64(1); seed <= 5; seed++ {
@@ -306,8 +317,8 @@ func TestDecideRoleSpread(t *testing.T) {
 			// Alone: when would each promote?
 			var at []time.Duration
 			for i := range nodes {
-				act, when, _ := runUntil(p, eligibleInput(), RoleState{}, rngs[i], 10*time.Minute)
-				if act != RolePromote {
+				act, when, _ := runUntil(p, eligibleInput(), role.State{}, rngs[i], 10*time.Minute)
+				if act != role.Promote {
 					t.Fatalf("node %d did not promote alone", i)
 				}
 				at = append(at, when)
@@ -331,13 +342,13 @@ func TestDecideRoleSpread(t *testing.T) {
 			// Together: the network (6×10, 52 clients) needs one supernode
 			// of 50 (spare 8 → 58 per 52 clients). Each evaluation sees
 			// the promotions of the previous one.
-			var states [nodes]RoleState
+			var states [nodes]role.State
 			promoted := map[int]bool{}
 			var promotedAt []time.Duration
 			for tick := time.Duration(0); tick <= 10*time.Minute; tick += time.Second {
 				dir := directoryOf(6, 10, 52)
 				for i := range promoted {
-					dir = append(dir, RoleEntry{ID: fakeID(100 + i), Capacity: 50})
+					dir = append(dir, role.Entry{ID: fakeID(100 + i), Capacity: 50})
 				}
 				var now []int
 				for i := range nodes {
@@ -346,9 +357,9 @@ func TestDecideRoleSpread(t *testing.T) {
 					}
 					in := eligibleInput()
 					in.Now, in.Supernodes = t0.Add(tick), dir
-					var dec RoleDecision
-					dec, states[i] = DecideRole(p, in, states[i], rngs[i])
-					if dec.Action == RolePromote {
+					var dec role.Decision
+					dec, states[i] = role.Decide(p, in, states[i], rngs[i])
+					if dec.Action == role.Promote {
 						now = append(now, i)
 					}
 				}
@@ -365,17 +376,17 @@ func TestDecideRoleSpread(t *testing.T) {
 	}
 }
 
-func TestDecideRoleReason(t *testing.T) {
+func TestDecideReason(t *testing.T) {
 	in := eligibleInput()
 	in.Uptime = time.Second
-	dec, _ := DecideRole(testPolicy(), in, RoleState{}, rand.New(rand.NewPCG(1, 1)))
-	if dec.Action != RoleStay || dec.Reason == "" || criterion(dec, CritUptime).Held {
+	dec, _ := role.Decide(testPolicy(t), in, role.State{}, rand.New(rand.NewPCG(1, 1)))
+	if dec.Action != role.Stay || dec.Reason == "" || criterion(dec, role.CritUptime).Held {
 		t.Fatalf("%+v", dec)
 	}
 	t.Log(dec.Reason)
 	in.Uptime = time.Hour
-	dec, st := DecideRole(testPolicy(), in, RoleState{}, rand.New(rand.NewPCG(1, 1)))
-	if st.Pending != RolePromote || st.Delay < 10*time.Second || st.Delay > time.Minute {
+	dec, st := role.Decide(testPolicy(t), in, role.State{}, rand.New(rand.NewPCG(1, 1)))
+	if st.Pending != role.Promote || st.Delay < 10*time.Second || st.Delay > time.Minute {
 		t.Fatalf("state %+v", st)
 	}
 	t.Log(dec.Reason)
