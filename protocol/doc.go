@@ -1,34 +1,525 @@
-// Package protocol is overlayd's wire contract: protocol and topic IDs, the
-// protobuf messages in package pb, their size limits, and the rules a
-// receiver applies before it trusts a message. It has no goroutines, no host
-// and no logs; every peer, whatever its role, speaks exactly this.
+// Package protocol is overlayd's wire contract, and this comment is its
+// specification: the GossipSub topics and stream protocols, the protobuf
+// messages of package pb that travel on them, their framing and size limits,
+// who may open what, the order of frames, deadlines, refusals, and the rules
+// a receiver applies before it acts on a message. The package has no
+// goroutines, no host and no logs; every peer, whatever its role, speaks
+// exactly this. pb/overlayd.proto is the source of truth for the encoding;
+// this comment is the source of truth for behaviour, and the two sides of
+// every protocol (the client, node/client; the supernode, package supernode)
+// are held to it.
+//
+// Numbers below are the constants of this package where one exists, and
+// otherwise the value the implementation uses today, with where it lives.
+// "Default" marks a value an operator can change (node.Config).
+//
+// # Protocols and topics
+//
+//	ID                        kind       opened by -> served by                   frame limit          rcmgr service
+//	/overlayd/supernodes/1    GossipSub  every serving supernode publishes        MaxAnnouncementSize  -
+//	/overlayd/revocations/1   GossipSub  the node a revocation is submitted to    MaxCertSize          -
+//	/overlayd/attach/1.0.0    stream     client -> any supernode                  MaxSessionFrame      overlayd.attach
+//	/overlayd/relay/1.0.0     stream     supernode -> supernode in its directory  MaxRelayFrame        overlayd.relay
+//	/overlayd/lookup/1.0.0    stream     supernode -> supernode in its directory  MaxLookupFrame       overlayd.lookup
+//	/overlayd/locate/1.0.0    stream     attached client -> its own supernode     4096 bytes           overlayd.locate
+//
+// The IDs are [DirectoryTopic], [RevocationTopic], [AttachID], [RelayID],
+// [LookupID] and [LocateID]. The resource-manager service names are declared
+// next to the handlers that set them: supernode.AttachService,
+// supernode.RelayService, supernode.LookupService and node.LocateService. The
+// locate frame limit is node's maxLocateFrame; it has no constant here.
+//
+// Besides these, overlayd peers speak go-libp2p's own protocols: identify,
+// ping, circuit relay v2 (a serving supernode runs the relay service and
+// grants reservations only to the clients attached to it) and DCUtR.
+//
+// # Conventions
+//
+//   - A peer on the wire is its peer ID in binary form ([]byte(peer.ID)):
+//     peer_id, subject, client, location, from, to, origin, member,
+//     supernode, only and every element of members.
+//   - An address is a binary multiaddr without a /p2p/ component.
+//   - A message ID is [MessageIDLen] (16) bytes from crypto/rand
+//     ([NewMessageID]), so that no peer can predict another's next ID.
+//   - A group name is 1 to [MaxGroupName] (256) bytes; its home is the ring
+//     owner of its bytes.
+//   - A receiver ignores SessionFrame and RelayFrame kinds it does not
+//     handle (including kinds meant for the other direction) and unknown
+//     fields. A new kind or field can therefore be added within a version; a
+//     changed meaning of an existing one needs a new protocol ID.
+//   - "Home cluster" of a key is the first cluster.Size (3) distinct members
+//     at the key's hash on the cluster ring (package overlay/ring, rules in
+//     overlay/cluster). The ring holds the regular supernodes of the
+//     directory, weighted by capacity; mega-supernodes are not on it. Each
+//     peer computes it from its own directory, so two peers can briefly
+//     disagree.
+//
+// # Framing
+//
+// Every message on an overlayd stream is one protobuf message prefixed by its
+// length as an unsigned varint (the framing of go-libp2p's own protocols).
+// [WriteFrame] writes a frame in a single Write; [FrameReader] reads frames
+// under a per-stream limit (table above). The reader refuses a declared
+// length above the limit before reading the body: a [*RejectError] of reason
+// oversize wrapping [ErrFrameTooLarge]. A length that overflows 63 bits or is
+// not minimally encoded, or a body that does not decode, is reason
+// undecodable. On every overlayd stream a refused frame is fatal: the reader
+// resets the stream (on an attach stream that ends the session). Writers do
+// not check the limit, so a frame above it costs the writer the stream.
+// [MaxAttachFrame] is not used on the wire: every frame of an attach stream,
+// the handshake included, is read under [MaxSessionFrame].
+//
+// Every stream handler sets its resource-manager service first, refuses
+// peers it does not serve by resetting the stream, reserves memory for its
+// frames (and resets if the resource manager refuses), and sets a deadline
+// before it reads.
 //
 // # Versions
 //
-// Version is the overlayd protocol version carried in announcements. Stream
-// protocol IDs carry their own semantic version (/overlayd/<name>/<x.y.z>);
-// an incompatible change bumps the major version and the ID.
+// [Version] (1) is carried in Announcement.protocol_version and
+// AttachRequest.protocol_version; no receiver checks either today. Stream
+// IDs carry their own semantic version (/overlayd/<name>/<x.y.z>) and topics
+// a version number (/overlayd/<name>/<n>); an incompatible change bumps the
+// major version and with it the ID, and the peers of both versions do not
+// talk to each other.
 //
 // # Supernode directory
 //
-// Supernodes publish an [pb.Announcement] on the GossipSub topic
-// [DirectoryTopic] every announce interval (default 10 s) and once more with
-// departing set when they stop serving. The GossipSub router runs with
-// message signing and strict signature verification, so every message names
-// its signer. A receiver accepts an announcement only if all of these hold
-// (the reason it counts otherwise is in brackets):
+// Every serving supernode publishes a [pb.Announcement] on [DirectoryTopic]:
+// one as soon as it serves, the next at a uniformly random point of the
+// following interval, then every announce interval (default 10 s) less up to
+// 10%, so that no gap exceeds the interval; one at once when it is promoted
+// to or demoted from mega-supernode and when an auto node starts demoting;
+// and a last one with departing set when it stops serving. capacity is the
+// number of attached peers it takes and load the number attached now;
+// capacity - load is its spare capacity, which clients and BUSY alternatives
+// follow. seq is max(previous seq + 1, the announcer's wall clock in
+// nanoseconds), so that it keeps increasing across restarts.
+//
+// The GossipSub router runs with message signing, strict signature
+// verification and flood publishing, so every message names its signer. The
+// topic validator runs inline and applies the announcement to the
+// receiver's directory; only an accepted announcement is forwarded. A
+// receiver accepts it only if all of these hold, checked in this order (the
+// reason it counts otherwise is in brackets):
 //
 //   - the message is at most [MaxAnnouncementSize] bytes [oversize];
 //   - it decodes as a pb.Announcement [undecodable];
 //   - peer_id decodes, role is supernode or mega, capacity >= 1, at least one
-//     and at most [MaxAnnouncedAddrs] addresses that each decode as a
-//     multiaddr, interval_ms within [MinAnnounceInterval, MaxAnnounceInterval],
-//     seq > 0 [invalid];
+//     and at most [MaxAnnouncedAddrs] addresses, interval_ms within
+//     [[MinAnnounceInterval], [MaxAnnounceInterval]], seq > 0, a mega
+//     announcement carries a mega_cert, mega_cert is at most [MaxCertSize]
+//     bytes, and every address decodes as a multiaddr [invalid];
 //   - peer_id equals the GossipSub signer [signer_mismatch];
-//   - seq is greater than the last seq accepted from that peer [stale_seq].
+//   - for role mega, unless departing, the certificate verifies (see Mega
+//     certificates) [a certificate reason];
+//   - seq is greater than the last seq accepted from that peer [stale_seq];
+//   - the peer is known, or the receiver remembers fewer than
+//     directory.DefaultMaxEntries (65,536) peers, live or recently departed
+//     [directory_full].
 //
-// An accepted entry expires [MissedAnnouncements] announce intervals (the
-// announcer's interval_ms) after the last accepted announcement, and is
-// removed at once by a departing one. Seq starts from the announcer's wall
-// clock in nanoseconds so that it keeps increasing across restarts.
+// A stale_seq announcement is ignored (not forwarded, the forwarder not
+// penalised: reordering on the way is not an attack); every other refusal
+// rejects the message (not forwarded, and counted against the forwarding
+// peer's GossipSub score). An accepted entry expires [MissedAnnouncements]
+// times the announcer's interval_ms after its last accepted announcement, a
+// mega-supernode's no later than its certificate's not_after plus
+// [ClockSkew]; a departing announcement removes it at once. The receiver
+// keeps the peer's last seq for 2 × MissedAnnouncements intervals after the
+// last accepted announcement, so a delayed copy of an older one cannot bring
+// a departed peer back.
+//
+// # Mega certificates
+//
+// An operator's Ed25519 key signs a [pb.MegaCertificate] in a libp2p signed
+// envelope (go-libp2p core/record) with domain [MegaCertDomain] and payload
+// type /overlayd/mega-cert/1 ([SealMegaCert]). A mega announcement carries it
+// in mega_cert. [VerifyMegaCert] accepts it only if, in this order: it is at
+// most [MaxCertSize] bytes [cert_oversize]; the envelope parses
+// [cert_malformed]; its signature is valid for the domain [cert_signature]; the
+// payload type is right and subject decodes, role is MEGA, capacity >= 1 and
+// serial != 0 [cert_malformed]; the signer is one of the receiver's trusted
+// operator keys [cert_self_signed if the signer is the subject, otherwise
+// cert_untrusted_key]; subject is the announcing peer [cert_wrong_subject]; now
+// is no earlier than not_before - [ClockSkew] [cert_not_yet_valid] and no later
+// than not_after + ClockSkew [cert_expired]; the serial is not revoked
+// [cert_revoked]. A receiver that trusts no operator key refuses every mega
+// announcement. The reasons are [CertReasons]; a refused certificate rejects
+// the whole announcement.
+//
+// A mega-supernode announces the certificate's capacity. It checks its own
+// certificate every quarter announce interval (at least 50 ms) and, once it
+// has expired or been revoked, announces itself as a regular supernode of its
+// configured capacity and detaches the clients above that capacity over the
+// drain period. Receivers put the addresses of verified mega-supernodes on
+// their resource manager's allowlist. Operator keys and certificates have
+// text forms for files and flags: [EncodeKey], [DecodeKey], [EncodeBlob],
+// [DecodeBlob].
+//
+// # Revocations
+//
+// An operator revokes a certificate serial with a [pb.MegaRevocation] in a
+// signed envelope of domain [RevocationDomain] (payload type
+// /overlayd/mega-revocation/1, [SealRevocation]), published on
+// [RevocationTopic] through the same GossipSub router. The topic validator
+// runs inline [VerifyRevocation]: at most [MaxCertSize] bytes
+// [cert_oversize], the envelope parses [cert_malformed], the signature is
+// valid for the domain [cert_signature], the signer is a trusted operator key
+// [cert_untrusted_key], serial != 0 [cert_malformed]. A refused revocation is
+// rejected; an accepted one is forwarded and applied: the serial is
+// remembered until not_after + [ClockSkew], the directory drops the entry
+// whose certificate has that serial, and later certificates with it fail
+// [cert_revoked]. issued_unix is carried but not checked. The node the
+// revocation was submitted to re-publishes it every announce interval until
+// not_after + ClockSkew, so that nodes that join later learn it.
+//
+// # Attach handshake
+//
+// A client opens an [AttachID] stream to a supernode and keeps it open for as
+// long as it stays attached there; everything it sends or receives travels
+// on it. Any peer may open one: the supernode does not consult its directory.
+//
+//	client                                        supernode
+//	AttachRequest{protocol_version, reason,  ->
+//	              session_seq}
+//	                                         <-   AttachResponse{ACCEPT, keepalive_ms}
+//	SessionFrame ...                         <->  SessionFrame ...
+//
+//	AttachRequest                            ->   (may be left unread)
+//	                                         <-   AttachResponse{BUSY, retry_after_ms, alternatives, reason}
+//	                                              or AttachResponse{REDIRECT, alternatives, reason}
+//	                                              close
+//
+// The supernode, in this order: sets service overlayd.attach; reserves
+// 2 × [MaxSessionFrame] (reset if refused); sets a read and write deadline
+// of 5 s (supernode.DefaultHandshake) from the stream's arrival; then
+//
+//  1. if it is not admitting (an auto node that does not serve, a supernode
+//     that is draining or stopping), answers REDIRECT with reason
+//     "not admitting" and closes;
+//  2. if the peer has no session here and the attached-peers semaphore has
+//     no free slot, answers BUSY with retry_after_ms (default 2000) and
+//     reason "at capacity", and closes. A peer that already has a session
+//     here takes that session's slot over instead: the old session's stream
+//     is reset at once, before the new request is read;
+//  3. only now allocates the session and reads the AttachRequest; a read
+//     error or refused frame resets the stream and frees the slot;
+//  4. answers ACCEPT with keepalive_ms (default 5000).
+//
+// Refusals are answered before the request is read. BUSY and REDIRECT carry
+// up to [MaxAlternatives] other supernodes of the supernode's directory with
+// spare capacity, drawn at random weighted by spare capacity without
+// replacement (cluster.Sample), so refused clients spread in proportion to
+// room. protocol_version and reason are not checked; reason (INITIAL,
+// FAILOVER, RETURN) is informational.
+//
+// The client gives one attempt (open, request, answer) 5 s. session_seq is
+// max(its previous session_seq + 1, its clock in nanoseconds): strictly
+// increasing over the client's sessions, it orders presence records. On BUSY
+// or REDIRECT the client closes the stream; it does not ask that supernode
+// again before retry_after_ms (BUSY) or one announce interval (REDIRECT) has
+// passed, and tries the alternatives ([PeerAddrsFromPB]: at most
+// MaxAlternatives, entries that do not decode skipped) within the same pass.
+// On ACCEPT it refuses a keepalive_ms outside [1 ms, 1 h] (reset; the
+// attempt failed) and clears the deadlines.
+//
+// # Attach session
+//
+// After ACCEPT every frame in either direction is a [pb.SessionFrame]:
+//
+//	kind             direction            carries
+//	ping             client -> supernode  Ping{seq}
+//	pong             supernode -> client  Pong{seq of the ping}
+//	detach           either               Detach{reason; from the supernode also alternatives, spread_ms}
+//	send             client -> supernode  DirectMessage{id, to, payload}
+//	deliver          supernode -> client  DirectMessage{id, from, to, payload, origin}
+//	ack              either               Ack{id, from, to, origin}
+//	result           supernode -> client  Result{id, status, detail; for a publish seq, epoch}
+//	group_op         client -> supernode  GroupOp{group, join}
+//	publish          client -> supernode  GroupPublish{group, id, payload}
+//	group_message    supernode -> client  GroupMessage{group, epoch, seq, from, id, payload}
+//	gap              supernode -> client  Gap{dropped}
+//	members_request  client -> supernode  MembersRequest{id, group}
+//	members          supernode -> client  Members{id, group, members or error}
+//
+// Keepalive: the client sends Ping every keepalive_ms with seq 1, 2, ...
+// (pings it sends while moving home carry seq 0); the supernode answers each
+// with a Pong of the same seq. The supernode ends a session (reset) when no
+// frame of any kind has arrived for [MissedKeepalives] × keepalive; the client
+// declares the supernode dead when no Pong has arrived for MissedKeepalives
+// × keepalive (other frames do not count). The client writes each frame
+// under a write deadline of one keepalive.
+//
+// The supernode writes every frame after the AttachResponse through one
+// bounded queue per client (supernode.OutboxLimit, 1024 frames, written with
+// no write deadline). When the queue is full the newest frame is dropped, and
+// once the frames queued before the drop are written the client gets
+// Gap{dropped} with the number of frames missed, at the place they are
+// missing. Pongs, results, acks and a Detach share that queue, so they can be
+// dropped too and arrive behind the deliveries queued before them.
+//
+// A session ends in one of these ways:
+//
+//   - The client leaves: it sends Detach{reason}, closes its write side and
+//     resets the stream; the supernode closes on reading the Detach.
+//   - The supernode stops or drains clients: it queues Detach{reason,
+//     alternatives, spread_ms} (resetting the stream if it cannot) and gives
+//     the client 1 s to end the session before its read deadline does. The
+//     client ends the session on reading it (reset), waits a uniformly random
+//     time in [0, min(spread_ms, 1 min)) (one keepalive if spread_ms is 0),
+//     and starts a failover pass that tries the alternatives right after its
+//     home cluster. A stopping supernode spreads its clients over one
+//     announce interval; a draining one (demotion, a mega handing back
+//     clients) detaches them in ten steps over the drain period (default
+//     1 min), each Detach spread over one step.
+//   - Silence (above), a stream error or a refused frame: the stream is
+//     reset; the client waits a uniformly random time in [0, keepalive)
+//     before its failover pass.
+//
+// When a session ends the supernode frees the slot, tells the client's
+// presence homes that it left, and removes it from every group it joined
+// there.
+//
+// # Attach passes and return home
+//
+// A failover pass asks, in this order and at most 8 in all: the members of
+// the client's home cluster in ring order, the alternatives it was offered,
+// the regular supernodes of its directory with spare capacity in random
+// order weighted by spare capacity, then the mega-supernodes, ordered by a
+// capacity-weighted ring of the mega-supernodes keyed by the client's ID. It
+// skips itself and every supernode it was told to wait for. With no
+// candidate at all it asks its bootstrap peers. After a pass without ACCEPT
+// it backs off (overlay/backoff: default base 1 s, maximum 1 min, honouring
+// the largest retry_after_ms heard, capped at 1 min). Before its first pass
+// a client waits for the ring to settle (one announce interval plus two ring
+// debounce windows after its first ring, at most twice that in all), then a
+// uniformly random time within the backoff base.
+//
+// A client attached outside its home cluster checks, every half return
+// interval plus a uniformly random time within one return interval (default
+// 30 s, so 15 s to 45 s), whether a home cluster member announces spare
+// capacity, and if so attaches there (reason RETURN) without leaving its
+// current session. On ACCEPT it re-joins its groups on the new session,
+// keeps reading the old session for 1 s (pinging the new one every half
+// keepalive meanwhile), then sends Detach{"returning home"} on the old one.
+// On every new session the client sends GroupOp{join} for each group it has
+// joined.
+//
+// # Direct messages
+//
+// A client A sends to a client C through A's supernode SA and C's supernode
+// SC:
+//
+//	A                      SA                                SC                     C
+//	send{id, to, payload} ->
+//	                       relay deliver{id, from=A, to,  ->
+//	                                     payload, origin=SA}
+//	                                                         deliver{...}       ->
+//	                                                                            <-  ack{id, from=C, to=A, origin=SA}
+//	                       <- relay ack{id, from=C, to=A, origin=SA}
+//	<- ack{id, from=C, to=A, origin=SA}
+//
+// SA refuses with Result{id, INVALID} a send whose id is not 16 bytes, whose
+// to does not decode, or whose payload exceeds [MaxPayload]; then takes a
+// slot of its relays semaphore or answers Result{id, BUSY}. It sets from to
+// the client and origin to itself, whatever the client wrote there, and
+// routes the message off the session's goroutine, holding the slot until
+// the message is delivered locally or queued on a relay link (not until the
+// ack):
+//
+//  1. C attached to SA: deliver it on C's session.
+//  2. Otherwise locate C: SA's lookup cache (skipped for a retry), its own
+//     presence records, then the other members of C's home cluster over
+//     [LookupID]. Nothing found, or SA itself found (a stale record):
+//     Result{id, OFFLINE}. No lookups slot free also yields OFFLINE.
+//  3. Queue a relay deliver to SC; a full link queue yields
+//     Result{id, UNREACHABLE} and drops the cached location.
+//
+// SA remembers the (client, id) of its last 4096 sends (overlay/dedup); a
+// send it has seen is a retry and is located afresh, skipping the cache. SC
+// delivers a relay deliver to C if C is attached there, and otherwise
+// returns it to SA as a relay nack. SA, on a nack, drops its cached location
+// for C and, under a relays slot (none free: the nack is dropped), locates C
+// afresh: found at a supernode other than the one that nacked, it routes the
+// message again; otherwise Result{id, OFFLINE} to A. A message dropped on
+// the way (a full session queue at C, a lost relay frame) produces no result;
+// the sender's retry recovers it.
+//
+// C acks every deliver, duplicates included (A may have missed the first
+// ack), echoing id and origin, before it drops duplicates by (from, id) in a
+// window of its last 8192 message keys and hands the message to its
+// listeners. SC overwrites the ack's from with C and sends it to origin over
+// a relay link (or hands it to a local client if origin is SC itself); SA
+// hands a relay ack to the local client named in to. An ack means that C's
+// node read the message; a delivered message has no Result. A client
+// matches acks and results to its requests by id alone.
+//
+// A tries a send up to 4 times with the same id, waiting max(2 × its own
+// configured keepalive, 500 ms) each time (default 10 s). INVALID is final;
+// OFFLINE, UNREACHABLE and BUSY make it wait half that time before the next
+// try. So while both ends stay attached a message reaches C's node once
+// (at-least-once on the wire, deduplicated within the window).
+//
+// # Groups
+//
+// A group's home is the ring owner of its name (one supernode, as the
+// sender's ring sees it). Membership is soft state kept by the home:
+//
+//	client      its supernode S                           home H
+//	group_op{group, join} ->
+//	            relay membership{[group, member, supernode=S, join, refresh]} ->
+//
+// S ignores a GroupOp with an invalid name (no answer); otherwise it adds the
+// client to, or removes it from, its local members of the group and tells H
+// (directly if S is H; a record S has no home for, having no ring yet, is
+// dropped, and a join is sent again with the next refresh). Every refresh
+// interval (its announce interval) S re-sends a join with refresh set for every
+// standing membership, and when a session ends it sends a leave for each of the
+// client's groups. Batches hold at most 1000 records. H applies a record only
+// if its supernode is the link's peer (a supernode speaks only for its own
+// clients), member decodes and the group name is valid: a join records the
+// member at that supernode (moving it from any other); a refresh does the same
+// unless the member is recorded at another supernode by a record that has not
+// expired (the member moved and this is its old supernode's refresh); a leave
+// removes it only where it is recorded at that supernode. Records expire 3 ×
+// H's refresh interval after the last join or refresh; a group without members
+// is forgotten 3 refresh intervals after its last use.
+//
+// Publish:
+//
+//	P      its supernode S                  home H                             member's supernode M   member
+//	publish{group, id, payload} ->
+//	       relay publish{group, id, payload,
+//	                     from=P, origin=S} ->
+//	                                        (numbers it)
+//	                                        relay group_message{group, epoch, seq,
+//	                                              from, id, payload} ->  (one per M)
+//	                                                                                                   group_message ->
+//	       <- relay publish_result{to=P, result{id, OK, seq, epoch}}
+//	<- result{id, OK, seq, epoch}
+//
+// S answers Result{id, INVALID} to an id that is not 16 bytes, an invalid group
+// name or a payload above [MaxPayload], and Result{id, UNREACHABLE} when it has
+// no ring or the link to H is full. A publisher need not be a member. H takes a
+// slot of its fanout-jobs semaphore before numbering (none free: Result{id,
+// BUSY}, no seq spent), gives the message the group's next seq (1, 2, ... per
+// group record: a group H has forgotten starts again at 1) and its epoch (the
+// start time of H's router in nanoseconds), encodes the GroupMessage once and
+// queues the same bytes on the link to every supernode holding at least one
+// member (and into its own local fanout), all under one lock, so that each link
+// carries a group's messages in seq order. It then answers Result{id, OK, seq,
+// epoch} to the publisher through origin. M wraps the message once into a
+// SessionFrame and fans it out to its local members; M does not check that the
+// message came from the group's home. The only field is set only by the
+// per-member fanout kept for benchmarks: deliver to that member alone.
+//
+// A member sees a group's messages in the order the home numbered them
+// (increasing seq within an epoch, unless the home forgot the group in
+// between), with gaps where a frame was lost (a full or failed link, a full
+// fanout engine at M, or its own full session queue, the last announced by
+// Gap). The epoch changes when the group's home changes or restarts. A client
+// drops a group message whose (group, epoch, seq) it has seen. A client does
+// not retry a publish (that could number it twice): one attempt, waiting the
+// send timeout above.
+//
+// Members: a client sends MembersRequest{id, group}; its supernode answers
+// Members{id, group, members} from its own records if it is the group's home,
+// and otherwise under a lookups slot asks the home with
+// LookupRequest{group}. Failures are answered with Members.error: an invalid
+// name, no ring ("no ring yet: the group has no home"), no lookups slot
+// ("supernode busy"), or a failed lookup ("group home unreachable: ...").
+// A group the home does not know yields an empty list. The client waits
+// twice the send timeout.
+//
+// # Presence
+//
+// A client's location is kept by the members of its home cluster (keyed by
+// the client's binary peer ID):
+//
+//	S (the client's supernode)                                      each home member
+//	relay presence{[client, location=S, session_seq, attached]} ->
+//
+// S sends attached=true when a session starts and again every refresh
+// interval (its announce interval), and attached=false when the session
+// ends; a home member that is S applies its records directly. Batches hold
+// at most 1000 records. There is no answer: a lost record is repaired by
+// the next refresh. A home member applies a record only if location is the
+// link's peer and client decodes; it ignores a record whose session_seq is
+// lower than the one it holds; attached=true records (location, session_seq)
+// with an expiry 3 × its own refresh interval away; attached=false removes
+// the record only if it names the same location. So a late "left" from an
+// old supernode cannot erase a newer attachment elsewhere. Expired records
+// are never answered.
+//
+// # Relay links
+//
+// A supernode opens a [RelayID] stream to another supernode when it first has a
+// frame for it, and writes RelayFrames ([pb.RelayFrame]) on it; it never reads
+// from it. Frames back travel on the other supernode's own stream, so a pair of
+// supernodes talk over one long-lived stream per direction.
+//
+//	kind            meaning for the receiver
+//	deliver         a DirectMessage for a client attached here
+//	nack            a deliver the peer could not deliver, returned to this supernode
+//	ack             an Ack for a client attached here (this supernode is its origin)
+//	presence        records for clients whose home cluster includes this supernode
+//	membership      records for groups this supernode is home to
+//	publish         a GroupPublish for a group this supernode is home to
+//	group_message   a numbered message from a group's home for the local members
+//	publish_result  a publish's Result for the publisher, attached here
+//
+// Sender: one queue of 4096 frames per peer (a full queue drops the frame and
+// reports it, as UNREACHABLE where a client waits); opening the stream is
+// bounded by 5 s and each frame's write by a 10 s deadline; a failed open or
+// write loses that frame, resets the stream and drops the cached client
+// locations that point at that peer, and the next frame opens a new stream.
+// A link idle for 1 min is closed. Receiver: sets service overlayd.relay;
+// resets the stream unless the opener is in its directory (checked once,
+// when the stream opens); reserves [MaxRelayFrame] of memory (reset if
+// refused); reads frames in order, each under a 2 min read deadline; any
+// read error or refused frame resets the stream. There is no BUSY on a link:
+// a full queue drops.
+//
+// # Lookup
+//
+// A supernode asks a home cluster member where a client is, or a group's
+// home who its members are, one question per [LookupID] stream:
+//
+//	asker                                 home
+//	LookupRequest{client} or {group}  ->
+//	                                  <-  LookupResponse{found, location} or {found, members}
+//	                                      close
+//
+// The server sets service overlayd.lookup, resets the stream unless the asker
+// is in its directory, reserves 2 × [MaxLookupFrame] (reset if refused), sets a
+// deadline of the lookup timeout (2 s), reads one request and answers. A
+// request with a group is a group question: found if the server holds a record
+// of that group as its home, members every member it records. Otherwise it is a
+// presence question: found and location if client decodes and the server holds
+// an unexpired presence record for it. location_addrs is not set. The asker
+// gives the whole exchange the lookup timeout. To locate a client a supernode
+// takes one slot of its lookups semaphore and asks the other members of the
+// client's home cluster in ring order, each in turn, until one has found it; it
+// caches the answer 5 s (at most 10,000 entries).
+//
+// # Locate
+//
+// A client asks its own supernode where another peer is attached, to reach
+// it through that supernode's circuit relay (/p2p/<location>/p2p-circuit):
+//
+//	client                              its supernode
+//	LookupRequest{client: target}  ->
+//	                               <-   LookupResponse{found, location, location_addrs}
+//	                                    close
+//
+// A supernode serves [LocateID] only while it runs its relay service (while it
+// serves). It sets service overlayd.locate, resets the stream unless the asker
+// is attached to it, reserves 2 × 4096 bytes (reset if refused), sets an 8 s
+// deadline, and reads one request; its client field must decode (else reset)
+// and its group field is ignored. It answers itself if the target is attached
+// to it, and otherwise locates it as for a direct message; found is false when
+// that fails, including for lack of a lookups slot. location_addrs are its own
+// addresses or those its directory holds for location. The client gives the
+// exchange 8 s, skips addresses that do not decode, and uses its own
+// directory's addresses for location when none remain.
 package protocol

@@ -29,8 +29,8 @@
 // A member always lands on the same worker: [Engine.Worker] maps its ID to a
 // worker with a fixed hash of the ID and the worker count (the same in every
 // process), and each worker processes its jobs in the order they were queued.
-// Submissions to one group are queued on all workers under a short per-group
-// lock. Hence:
+// A job for one group is queued on every worker that serves one of its
+// members, under a short per-group lock. Hence:
 //
 //   - if one call to Fanout for a group happens before another (for example,
 //     both from the goroutine that owns the group), every member that receives
@@ -82,12 +82,27 @@
 //
 // # Lifecycle
 //
-// [New] and [NewOutbox] start nothing; [Engine.Start] and [Outbox.Start]
-// start the goroutines, and Close (idempotent) stops them and waits for them.
+// [New] and [NewOutbox] start nothing; [Engine.Start] (one goroutine per
+// worker) and [Outbox.Start] (one writer goroutine) start the goroutines, and
+// Close (idempotent) stops them and waits for them. The engine reads the
+// clock only for its latency histogram (time.Now unless [WithClock]); the
+// Outbox never does and sets no deadline: a write deadline, if any, is set on
+// the io.Writer by its owner.
 // Engine.Close lets every accepted job finish, so each accepted job's done
 // callback runs exactly once. Outbox.Close discards unwritten frames and can
 // unblock a stuck Write through [WithAbort]; [Outbox.Done] reports a writer
 // stopped by a Write error, so that its owner can remove the member.
+//
+// # Use in the supernode
+//
+// Package supernode makes one [Outbox] per attached client (limit
+// supernode.OutboxLimit, 1024 frames) on the client's attach stream, with a gap
+// frame that is the protocol's SessionFrame{gap: Gap{dropped}} and an abort
+// that resets the stream; every frame to that client, not only group messages,
+// goes through it. A supernode keeps one [Group] per group that has members
+// attached to it and, for each group message it receives from the group's home
+// (or numbers as the home), encodes one SessionFrame and calls [Engine.Fanout]
+// once; a refused Fanout drops that message for its local members (counted).
 //
 // # Metrics
 //
