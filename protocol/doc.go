@@ -21,13 +21,12 @@
 //	/overlayd/attach/1.0.0    stream     client -> any supernode                  MaxSessionFrame      overlayd.attach
 //	/overlayd/relay/1.0.0     stream     supernode -> supernode in its directory  MaxRelayFrame        overlayd.relay
 //	/overlayd/lookup/1.0.0    stream     supernode -> supernode in its directory  MaxLookupFrame       overlayd.lookup
-//	/overlayd/locate/1.0.0    stream     attached client -> its own supernode     4096 bytes           overlayd.locate
+//	/overlayd/locate/1.0.0    stream     attached client -> its own supernode     MaxLocateFrame       overlayd.locate
 //
 // The IDs are [DirectoryTopic], [RevocationTopic], [AttachID], [RelayID],
 // [LookupID] and [LocateID]. The resource-manager service names are declared
 // next to the handlers that set them: supernode.AttachService,
-// supernode.RelayService, supernode.LookupService and node.LocateService. The
-// locate frame limit is node's maxLocateFrame; it has no constant here.
+// supernode.RelayService, supernode.LookupService and supernode.LocateService.
 //
 // Besides these, overlayd peers speak go-libp2p's own protocols: identify,
 // ping, circuit relay v2 (a serving supernode runs the relay service and
@@ -514,7 +513,7 @@
 //
 // A supernode serves [LocateID] only while it runs its relay service (while it
 // serves). It sets service overlayd.locate, resets the stream unless the asker
-// is attached to it, reserves 2 × 4096 bytes (reset if refused), sets an 8 s
+// is attached to it, reserves 2 × [MaxLocateFrame] bytes (reset if refused), sets an 8 s
 // deadline, and reads one request; its client field must decode (else reset)
 // and its group field is ignored. It answers itself if the target is attached
 // to it, and otherwise locates it as for a direct message; found is false when
