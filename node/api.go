@@ -59,10 +59,6 @@ func (n *Node) startAPI(ctx context.Context) error {
 	return nil
 }
 
-// errNoClient answers messaging requests on a pinned supernode, which has
-// no client side (it relays messages; it does not send or receive them).
-var errNoClient = errors.New("only ordinary and auto nodes send and receive messages; a --role supernode node relays them")
-
 // messagingRoutes adds the messaging routes, served by the client.
 func (n *Node) messagingRoutes(mux *http.ServeMux) {
 	// withClient answers 409 on a node without a client side.

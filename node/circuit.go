@@ -73,13 +73,10 @@ type relayLimits struct {
 	perIP        int // reservations per IPv4 address (IPv6 /64 in go-libp2p's accounting)
 }
 
-func relayLimitsFor(c Config, capacity int) relayLimits {
-	d := capacityDefaults(capacity)
+func relayLimitsFor(c Config, attached int) relayLimits {
+	d := capacity.DefaultLimits(attached)
 	return relayLimits{reservations: d.AttachedPeers, circuits: d.RelaysInFlight, perIP: min(c.ConnsPerIP, d.AttachedPeers)}
 }
-
-// capacityDefaults are the semaphore sizes of a supernode of capacity c.
-func capacityDefaults(c int) capacity.Limits { return capacity.DefaultLimits(c) }
 
 // relayResources are go-libp2p's relay resources for l.
 func relayResources(c Config, l relayLimits) relay.Resources {

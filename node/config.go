@@ -166,20 +166,6 @@ func DefaultConfig() Config {
 	}
 }
 
-// ConfigError names the option that is wrong and why.
-type ConfigError struct {
-	Field string // the option, as a flag: "--role"
-	Value string
-	Err   error
-}
-
-func (e *ConfigError) Error() string {
-	return fmt.Sprintf("invalid %s %q: %v", e.Field, e.Value, e.Err)
-}
-
-// Unwrap returns the cause.
-func (e *ConfigError) Unwrap() error { return e.Err }
-
 func cfgErr(field, value, format string, args ...any) error {
 	return &ConfigError{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
 }

@@ -1,9 +1,27 @@
-// Package node is the overlayd daemon: it builds the libp2p host from a
-// Config, keeps the node's identity, runs the supernode directory over
-// GossipSub, keeps the cluster ring in step with the directory, plays the
-// configured role, and serves the local control API and metrics.
+// Package node is the overlayd daemon: the composition root that assembles
+// one peer from the packages below it. It turns a Config into a libp2p host
+// (host.go: identity, listeners, resource manager and connection manager
+// sized for the role), runs the supernode directory over GossipSub
+// (directory.go) and the ring rebuild loop (ring.go), and plays the role:
+//
+//   - the client side, package node/client, on ordinary and --role auto
+//     nodes (node.go builds it; Node.Client exposes it);
+//   - the supernode side, package supernode, on --role supernode and on a
+//     promoted auto node (supernode.go);
+//   - the --role auto driver (role_run.go) over the pure rules of package
+//     node/role;
+//   - mega-supernode certificates and revocations (mega.go);
+//   - reachability (reach.go) and circuit relay v2: the relay service on
+//     supernodes (circuit.go), the client's reservation that follows its
+//     session (circuit_reservation.go), and ping through the relay
+//     (circuit_ping.go).
+//
+// It also serves the local control API (api.go holds every route; the
+// types and client are in node/localapi; status.go builds the answers) and
+// Prometheus metrics (metrics.go).
 //
 // A Node is built with New (no I/O), started with Start, and stopped with
-// Close; Run does all three around a context. cmd/overlayd is a thin layer
-// that turns flags, environment and the config file into a Config.
+// Close; Run does all three around a context. Node owns every goroutine it
+// starts and Close waits for them. cmd/overlayd is a thin layer that turns
+// flags, environment and the config file into a Config.
 package node

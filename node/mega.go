@@ -19,10 +19,6 @@ import (
 	"github.com/overlayd/overlayd/supernode/capacity"
 )
 
-// ErrNotSupernode is returned by Promote on a node that does not run the
-// supernode role.
-var ErrNotSupernode = errors.New("this node is not a supernode: start it with --role supernode to make it promotable")
-
 // verifyMega is the directory's check of a mega announcement.
 func (n *Node) verifyMega(a protocol.Announcement, now time.Time) (protocol.MegaCert, error) {
 	c, err := protocol.VerifyMegaCert(a.MegaCert, n.trusted, a.ID, now, n.isRevoked)

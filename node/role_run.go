@@ -171,7 +171,7 @@ func (n *Node) promoteAuto(ctx context.Context) *roleService {
 	}
 	n.admission.SetOpen(true)
 	n.serving.Store(true)
-	if err := n.roleStartRelay(); err != nil {
+	if err := n.startRelay(); err != nil {
 		n.log.Warn("auto role: relay service", "err", err)
 	}
 	sctx, cancel := context.WithCancel(ctx)
@@ -210,7 +210,7 @@ func (n *Node) demoteAuto(ctx context.Context, svc *roleService, why string) {
 	}
 	n.serving.Store(false)
 	n.announceDeparture(ctx)
-	n.roleStopRelay()
+	n.stopRelay()
 	_ = n.announcer.SetRole(protocol.RoleSupernode, n.cfg.Capacity)
 	n.role.mu.Lock()
 	n.role.draining, n.role.drainWhy = 0, ""
@@ -246,12 +246,6 @@ func (n *Node) drainTo(ctx context.Context, period time.Duration, keep int, reas
 		each(n.admission.Load())
 	}
 }
-
-// roleStartRelay and roleStopRelay run the circuit relay service of the
-// supernode role (relay.go) on promotion and demotion.
-func (n *Node) roleStartRelay() error { return n.startRelay() }
-
-func (n *Node) roleStopRelay() { n.stopRelay() }
 
 // roleChangedAt is when the auto role last changed (zero if never).
 func (n *Node) roleChangedAt() time.Time {

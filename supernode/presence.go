@@ -43,16 +43,13 @@ type presenceUpdate struct {
 // batchLimit bounds the records of one presence or membership frame.
 const batchLimit = 1000
 
-// cluster returns the home cluster of key on the live ring.
-func (r *Router) cluster(key []byte) []peer.ID { return cluster.Home(r.cfg.Ring(), key) }
-
 // sendPresence tells each update's home cluster, one batch per member.
 func (r *Router) sendPresence(ups []presenceUpdate) {
 	batches := map[peer.ID][]*pb.PresenceRecord{}
 	self := r.self()
 	for _, u := range ups {
 		rec := &pb.PresenceRecord{Client: []byte(u.client), Location: []byte(self), SessionSeq: u.seq, Attached: u.attached}
-		for _, h := range r.cluster([]byte(u.client)) {
+		for _, h := range cluster.Home(r.cfg.Ring(), []byte(u.client)) {
 			batches[h] = append(batches[h], rec)
 		}
 	}
@@ -113,7 +110,7 @@ func (r *Router) locate(client peer.ID, fresh bool) (peer.ID, bool) {
 		return "", false
 	}
 	defer r.cfg.Sems.Lookups.Release()
-	for _, h := range r.cluster([]byte(client)) {
+	for _, h := range cluster.Home(r.cfg.Ring(), []byte(client)) {
 		if h == r.self() {
 			continue
 		}
