@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"text/tabwriter"
 
@@ -21,9 +20,6 @@ func args(c *cli.Context, names ...string) ([]string, error) {
 	}
 	return c.Args().Slice(), nil
 }
-
-// pathEscape escapes a group name for a URL path segment.
-func pathEscape(s string) string { return url.PathEscape(s) }
 
 func printJSON(c *cli.Context, v any) error {
 	enc := json.NewEncoder(c.App.Writer)
@@ -45,8 +41,8 @@ func sendCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			var resp localapi.SendResponse
-			if err := localapi.NewClient(c.String("data-dir")).Post(c.Context, "/v1/send", localapi.SendRequest{To: a[0], Text: a[1]}, &resp); err != nil {
+			resp, err := localapi.NewClient(c.String("data-dir")).Send(c.Context, a[0], []byte(a[1]))
+			if err != nil {
 				return err
 			}
 			if c.Bool("json") {
@@ -94,7 +90,7 @@ func listenCommand() *cli.Command {
 			if c.Bool("ready") {
 				ready = func() { fmt.Fprintln(c.App.ErrWriter, "ready") }
 			}
-			err := localapi.NewClient(c.String("data-dir")).ListenReady(ctx, ready, func(m json.RawMessage) error {
+			err := localapi.NewClient(c.String("data-dir")).ListenRaw(ctx, ready, func(m json.RawMessage) error {
 				if _, err := fmt.Fprintf(c.App.Writer, "%s\n", m); err != nil {
 					return err
 				}
@@ -126,7 +122,7 @@ func listenCommand() *cli.Command {
 var errListenDone = errors.New("listen: enough messages")
 
 func groupCommand() *cli.Command {
-	post := func(name, usage string) *cli.Command {
+	member := func(name, usage string, op func(*localapi.Client, context.Context, string) error) *cli.Command {
 		return &cli.Command{
 			Name: name, Usage: usage, ArgsUsage: "<group>",
 			Flags: []cli.Flag{dataDirFlag()},
@@ -135,7 +131,7 @@ func groupCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				return localapi.NewClient(c.String("data-dir")).Post(c.Context, "/v1/groups/"+pathEscape(a[0])+"/"+name, struct{}{}, &struct{}{})
+				return op(localapi.NewClient(c.String("data-dir")), c.Context, a[0])
 			},
 		}
 	}
@@ -143,8 +139,8 @@ func groupCommand() *cli.Command {
 		Name:  "group",
 		Usage: "join, leave, publish to and list groups",
 		Subcommands: []*cli.Command{
-			post("join", "join a group (kept across failovers until leave)"),
-			post("leave", "leave a group"),
+			member("join", "join a group (kept across failovers until leave)", (*localapi.Client).Join),
+			member("leave", "leave a group", (*localapi.Client).Leave),
 			{
 				Name: "publish", Usage: "publish a message to every member of a group", ArgsUsage: "<group> <text>",
 				Flags: []cli.Flag{dataDirFlag(), jsonFlag},
@@ -153,8 +149,8 @@ func groupCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					var resp localapi.PublishResponse
-					if err := localapi.NewClient(c.String("data-dir")).Post(c.Context, "/v1/groups/"+pathEscape(a[0])+"/publish", localapi.SendRequest{Text: a[1]}, &resp); err != nil {
+					resp, err := localapi.NewClient(c.String("data-dir")).Publish(c.Context, a[0], []byte(a[1]))
+					if err != nil {
 						return err
 					}
 					if c.Bool("json") {
@@ -172,8 +168,8 @@ func groupCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
-					var resp localapi.GroupMembers
-					if err := localapi.NewClient(c.String("data-dir")).Get(c.Context, "/v1/groups/"+pathEscape(a[0])+"/members", &resp); err != nil {
+					resp, err := localapi.NewClient(c.String("data-dir")).Members(c.Context, a[0])
+					if err != nil {
 						return err
 					}
 					if c.Bool("json") {
@@ -192,8 +188,8 @@ func groupCommand() *cli.Command {
 				Name: "list", Usage: "list the groups this node has joined",
 				Flags: []cli.Flag{dataDirFlag(), jsonFlag},
 				Action: func(c *cli.Context) error {
-					var gs []string
-					if err := localapi.NewClient(c.String("data-dir")).Get(c.Context, "/v1/groups", &gs); err != nil {
+					gs, err := localapi.NewClient(c.String("data-dir")).Groups(c.Context)
+					if err != nil {
 						return err
 					}
 					if c.Bool("json") {

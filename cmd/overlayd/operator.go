@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -176,7 +177,9 @@ func readAllStdin() ([]byte, error) {
 	return io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
 }
 
-func daemonCertCommand(name, usage, path, flag string) *cli.Command {
+// daemonCertCommand hands the daemon a certificate or revocation read from
+// --flag, with apply, and prints the answer as text or, with --json, JSON.
+func daemonCertCommand[T any](name, usage, flag string, apply func(*localapi.Client, context.Context, string) (T, error), text func(io.Writer, T)) *cli.Command {
 	return &cli.Command{
 		Name:  name,
 		Usage: usage,
@@ -186,32 +189,33 @@ func daemonCertCommand(name, usage, path, flag string) *cli.Command {
 			if err != nil {
 				return err
 			}
-			var out any = &localapi.Status{}
-			if name == "revoke" {
-				out = &map[string]uint64{}
-			}
-			if err := localapi.NewClient(c.String("data-dir")).Post(c.Context, path, localapi.CertRequest{Blob: blob}, out); err != nil {
+			out, err := apply(localapi.NewClient(c.String("data-dir")), c.Context, blob)
+			if err != nil {
 				return err
 			}
 			if c.Bool("json") {
 				return printJSON(c, out)
 			}
-			if st, ok := out.(*localapi.Status); ok && st.Mega != nil {
-				fmt.Fprintf(c.App.Writer, "mega-supernode now: serial %d, capacity %d, until %s\n", st.Mega.Serial, st.Mega.Capacity, st.Mega.NotAfter.UTC().Format(time.RFC3339))
-				return nil
-			}
-			fmt.Fprintln(c.App.Writer, "done")
+			text(c.App.Writer, out)
 			return nil
 		},
 	}
 }
 
 func promoteCommand() *cli.Command {
-	return daemonCertCommand("promote", "make the running supernode a mega-supernode with a certificate (no restart)", "/v1/promote", "cert")
+	return daemonCertCommand("promote", "make the running supernode a mega-supernode with a certificate (no restart)", "cert", (*localapi.Client).Promote,
+		func(w io.Writer, st localapi.Status) {
+			if st.Mega == nil {
+				fmt.Fprintln(w, "done")
+				return
+			}
+			fmt.Fprintf(w, "mega-supernode now: serial %d, capacity %d, until %s\n", st.Mega.Serial, st.Mega.Capacity, st.Mega.NotAfter.UTC().Format(time.RFC3339))
+		})
 }
 
 func revokeCommand() *cli.Command {
-	return daemonCertCommand("revoke", "apply a revocation on the running daemon and spread it to the network", "/v1/revoke", "file")
+	return daemonCertCommand("revoke", "apply a revocation on the running daemon and spread it to the network", "file", (*localapi.Client).Revoke,
+		func(w io.Writer, _ localapi.RevokeResponse) { fmt.Fprintln(w, "done") })
 }
 
 func demoteCommand() *cli.Command {
@@ -220,8 +224,8 @@ func demoteCommand() *cli.Command {
 		Usage: "return a mega-supernode to a regular supernode, handing extra clients back over --drain-period",
 		Flags: []cli.Flag{dataDirFlag(), jsonFlag},
 		Action: func(c *cli.Context) error {
-			var st localapi.Status
-			if err := localapi.NewClient(c.String("data-dir")).Post(c.Context, "/v1/demote", struct{}{}, &st); err != nil {
+			st, err := localapi.NewClient(c.String("data-dir")).Demote(c.Context)
+			if err != nil {
 				return err
 			}
 			if c.Bool("json") {

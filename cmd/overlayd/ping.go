@@ -37,8 +37,8 @@ func pingCommand() *cli.Command {
 				return usageError{fmt.Errorf("--wait %v: must be within [0, 1m]", w)}
 			}
 			req := localapi.PingRequest{Peer: a[0], Count: c.Int("count"), WaitMs: int(c.Duration("wait") / time.Millisecond)}
-			var resp localapi.PingResponse
-			if err := localapi.NewClient(c.String("data-dir")).Post(c.Context, "/v1/ping", req, &resp); err != nil {
+			resp, err := localapi.NewClient(c.String("data-dir")).Ping(c.Context, req)
+			if err != nil {
 				return err
 			}
 			if c.Bool("json") {

@@ -146,17 +146,37 @@ type GroupMembers struct {
 	Members []string `json:"members"`
 }
 
-// Inbound is one message delivered to the node, one JSON object per line
-// on GET /v1/listen.
+// RevokeResponse is the answer to POST /v1/revoke: the serial of the
+// certificate the revocation names.
+type RevokeResponse struct {
+	Serial uint64 `json:"serial"`
+}
+
+// Inbound is one message delivered to the node, as GET /v1/listen streams
+// it: one JSON object per line. Every field but Kind and Time is left out
+// of the JSON when empty.
 type Inbound struct {
-	Kind    string    `json:"kind"` // "direct", "group" or "gap"
-	From    string    `json:"from,omitempty"`
-	Group   string    `json:"group,omitempty"`
-	Epoch   uint64    `json:"epoch,omitempty"`
-	Seq     uint64    `json:"seq,omitempty"`
-	ID      string    `json:"id,omitempty"` // hex
-	Payload []byte    `json:"payload,omitempty"`
-	Text    string    `json:"text,omitempty"` // the payload, when it is printable UTF-8
-	Dropped uint64    `json:"dropped,omitempty"`
-	Time    time.Time `json:"time"`
+	// Kind is "direct" (a message to this node), "group" (a message to a
+	// group it joined) or "gap" (Dropped messages were lost: this
+	// listener read too slowly, or the node read its supernode session
+	// too slowly).
+	Kind string `json:"kind"`
+	// From is the sender's peer ID.
+	From string `json:"from,omitempty"`
+	// Group, Epoch and Seq are set for a group message: the group, and
+	// the place its home gave the message in the group's sequence.
+	Group string `json:"group,omitempty"`
+	Epoch uint64 `json:"epoch,omitempty"`
+	Seq   uint64 `json:"seq,omitempty"`
+	// ID is the message ID, in hex.
+	ID string `json:"id,omitempty"`
+	// Payload is the message (base64 in JSON); Text is the same payload
+	// when it is printable UTF-8 (no control characters but newline and
+	// tab), else empty.
+	Payload []byte `json:"payload,omitempty"`
+	Text    string `json:"text,omitempty"`
+	// Dropped is, for a gap, how many messages were lost.
+	Dropped uint64 `json:"dropped,omitempty"`
+	// Time is when the node received the message.
+	Time time.Time `json:"time"`
 }
