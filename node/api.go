@@ -245,7 +245,7 @@ func (n *Node) serveRevoke(w http.ResponseWriter, r *http.Request) {
 		localapi.WriteError(w, http.StatusBadRequest, err)
 		return
 	}
-	localapi.WriteJSON(w, map[string]uint64{"serial": rev.Serial})
+	localapi.WriteJSON(w, localapi.RevokeResponse{Serial: rev.Serial})
 }
 
 // decode reads a JSON body of at most a payload and its envelope.

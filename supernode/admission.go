@@ -364,11 +364,18 @@ func (a *Admission) handle(s network.Stream) {
 		return
 	}
 	// A client that reattaches while its old session lingers takes that
-	// session's slot over instead of asking for a second one.
+	// session's slot over instead of asking for a second one. The slot is
+	// claimed under the lock: an old session that has ended meanwhile has
+	// released its slot already, and the claim then fails (tookOver stays
+	// false), so the new session asks the semaphore like anyone else.
 	a.mu.Lock()
 	old := a.sessions[remote]
+	tookOver := false
+	if old != nil {
+		old.once.Do(func() { tookOver = true })
+	}
 	a.mu.Unlock()
-	if old == nil && !a.sem.TryAcquire() {
+	if !tookOver && !a.sem.TryAcquire() {
 		a.stats.busy.Add(1)
 		a.refuse(s, &pb.AttachResponse{
 			Status:       pb.AttachResponse_STATUS_BUSY,
@@ -382,16 +389,15 @@ func (a *Admission) handle(s network.Stream) {
 	var err error
 	sess.out, err = fanout.NewOutbox(OutboxLimit, s, fanout.WithGapFrame(gapFrame), fanout.WithAbort(func() { s.Reset() }))
 	if err != nil {
-		if old == nil {
-			_ = a.sem.Release()
+		_ = a.sem.Release() // the slot held, taken over or acquired
+		if old != nil {
+			old.s.Reset()
 		}
 		s.Reset()
 		return
 	}
 	release := func() { sess.once.Do(func() { _ = a.sem.Release() }) }
 	if old != nil {
-		// Take over the old session's slot: it must not release it.
-		old.once.Do(func() {})
 		old.s.Reset()
 	}
 	fr := protocol.NewFrameReader(s, protocol.MaxSessionFrame)

@@ -376,7 +376,6 @@ func (g *handshakeGate) open() { g.once.Do(func() { close(g.release) }) }
 // the supernode admits past its capacity, and the new session's release
 // is an unheld one.
 func TestReattachRacingOldSessionEndHoldsASlot(t *testing.T) {
-	skipKnownBug(t, "a reattach racing its old session's end runs without an attached-peers slot and admits past capacity")
 	n := newTestNet(t)
 	rec := &recorder{}
 	g := newHandshakeGate()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -31,17 +30,6 @@ import (
 // loaded 2-core machine running -race passes; a healthy run waits
 // milliseconds.
 const waitTimeout = 10 * time.Second
-
-// skipKnownBug skips a test that shows a known bug in non-test code
-// unless OVERLAYD_BUG_TESTS=1. Left failing, such a test would also switch
-// off the package's leak check: goleak v1.3.0's VerifyTestMain looks for
-// leaks only when every test passed. Remove the call with the fix.
-func skipKnownBug(t testing.TB, bug string) {
-	t.Helper()
-	if os.Getenv("OVERLAYD_BUG_TESTS") != "1" {
-		t.Skip("BUG: " + bug + " (run with OVERLAYD_BUG_TESTS=1 to see it fail)")
-	}
-}
 
 // waitFor polls cond until it holds, failing the test after waitTimeout.
 func waitFor(t testing.TB, what string, cond func() bool) {

@@ -217,9 +217,14 @@ func (r *Router) Attached(client peer.ID, seq uint64) {
 // it leaves every group it joined here.
 func (r *Router) Detached(client peer.ID, seq uint64) {
 	r.mu.Lock()
-	if r.sessions[client] == seq {
-		delete(r.sessions, client)
+	if cur, ok := r.sessions[client]; ok && cur != seq {
+		// A newer session of this client is attached here already (a
+		// reattach's Attached can come before the old session's
+		// Detached): its presence and groups stand.
+		r.mu.Unlock()
+		return
 	}
+	delete(r.sessions, client)
 	groups := r.joined[client]
 	delete(r.joined, client)
 	var leave []membershipUpdate

@@ -130,7 +130,6 @@ func exchange(t testing.TB, h host.Host, p peer.ID, pid p2pprotocol.ID, req prot
 // group homes a leave: the client of the newer session silently stops
 // getting group messages, and refresh never re-joins it (r.joined is gone).
 func TestLateDetachOfOlderSessionKeepsNewerGroups(t *testing.T) {
-	skipKnownBug(t, "Router.Detached of an older session drops the newer session's group memberships")
 	n := newTestNet(t)
 	sn := newSupernode(t, n, supernodeConfig{capacity: 2, adm: AdmissionConfig{Keepalive: 10 * time.Second}, router: &RouterConfig{}})
 	ch := n.host(t)
