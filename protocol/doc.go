@@ -402,8 +402,10 @@
 // no ring or the link to H is full. A publisher need not be a member. H takes a
 // slot of its fanout-jobs semaphore before numbering (none free: Result{id,
 // BUSY}, no seq spent), gives the message the group's next seq (1, 2, ... per
-// group record: a group H has forgotten starts again at 1) and its epoch (the
-// start time of H's router in nanoseconds), encodes the GroupMessage once and
+// group record: a group H has forgotten starts again at 1) and the group
+// record's epoch (H's clock in nanoseconds when it created the record, and
+// always greater than every epoch H gave before, so a recreated group's
+// (epoch, seq) never repeat an earlier one), encodes the GroupMessage once and
 // queues the same bytes on the link to every supernode holding at least one
 // member (and into its own local fanout), all under one lock, so that each link
 // carries a group's messages in seq order. It then answers Result{id, OK, seq,

@@ -18,6 +18,10 @@ import (
 
 // homeGroup is the group home's view of one group.
 type homeGroup struct {
+	// epoch and seq number the group's messages at this home. A group
+	// the home forgot (idle, no members) and recreates gets a newer
+	// epoch, so its (epoch, seq) never repeat: members drop repeats.
+	epoch   uint64
 	seq     uint64
 	at      map[peer.ID]peer.ID   // member → its supernode
 	seen    map[peer.ID]time.Time // member → when its record expires
@@ -25,8 +29,16 @@ type homeGroup struct {
 	lastUse time.Time
 }
 
-func newHomeGroup() *homeGroup {
-	return &homeGroup{at: map[peer.ID]peer.ID{}, seen: map[peer.ID]time.Time{}, bySN: map[peer.ID]int{}}
+func newHomeGroup(epoch uint64) *homeGroup {
+	return &homeGroup{epoch: epoch, at: map[peer.ID]peer.ID{}, seen: map[peer.ID]time.Time{}, bySN: map[peer.ID]int{}}
+}
+
+// newHomeGroupLocked creates the home record of a group with an epoch
+// newer than every one this router gave before (the clock's nanoseconds,
+// or one more than the last when the clock has not moved on).
+func (r *Router) newHomeGroupLocked() *homeGroup {
+	r.epoch = max(r.epoch+1, uint64(r.cfg.Now().UnixNano()))
+	return newHomeGroup(r.epoch)
 }
 
 func (hg *homeGroup) join(m, sn peer.ID, expires time.Time) {
@@ -173,7 +185,7 @@ func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
 			if !rec.GetJoin() {
 				continue
 			}
-			hg = newHomeGroup()
+			hg = r.newHomeGroupLocked()
 			r.homes[rec.GetGroup()] = hg
 		}
 		hg.lastUse = now
@@ -230,14 +242,14 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 	r.mu.Lock()
 	hg := r.homes[p.GetGroup()]
 	if hg == nil {
-		hg = newHomeGroup()
+		hg = r.newHomeGroupLocked()
 		r.homes[p.GetGroup()] = hg
 	}
 	hg.seq++
 	hg.lastUse = r.cfg.Now()
-	seq := hg.seq
+	seq, epoch := hg.seq, hg.epoch
 	r.stats.GroupPublishes.Add(1)
-	gm := &pb.GroupMessage{Group: p.GetGroup(), Epoch: r.epoch, Seq: seq, From: p.GetFrom(), Id: p.GetId(), Payload: p.GetPayload()}
+	gm := &pb.GroupMessage{Group: p.GetGroup(), Epoch: hg.epoch, Seq: seq, From: p.GetFrom(), Id: p.GetId(), Payload: p.GetPayload()}
 	self := r.self()
 	if r.cfg.PerMemberFanoutForTest {
 		// The naive design: one frame, encoded anew, per member.
@@ -262,7 +274,7 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 		}
 	}
 	r.mu.Unlock()
-	r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_OK, Seq: seq, Epoch: r.epoch})
+	r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_OK, Seq: seq, Epoch: epoch})
 }
 
 // publishResult sends a publish's outcome to the publisher, through its

@@ -15,7 +15,7 @@ func TestHomeGroupRefreshDoesNotPullAMemberBack(t *testing.T) {
 	m, x, y := peer.ID("member"), peer.ID("old-supernode"), peer.ID("new-supernode")
 	now := time.Unix(1000, 0)
 	exp := now.Add(3 * time.Second)
-	hg := newHomeGroup()
+	hg := newHomeGroup(1)
 	hg.join(m, x, exp)
 	hg.join(m, y, exp) // the member moved: a fresh join
 	hg.refresh(m, x, exp, now)
@@ -36,5 +36,23 @@ func TestHomeGroupRefreshDoesNotPullAMemberBack(t *testing.T) {
 	hg.refresh(m, x, later.Add(3*time.Second), later)
 	if hg.at[m] != x {
 		t.Fatal("a refresh did not move a member whose record had expired")
+	}
+}
+
+// TestRecreatedHomeGroupHasANewerEpoch: a group whose home forgot it (idle
+// with no members) and recreates it numbers from 1 again, so it must do so
+// in a newer epoch: members drop a (group, epoch, seq) they have seen, and
+// would silently lose every message of the recreated group otherwise.
+func TestRecreatedHomeGroupHasANewerEpoch(t *testing.T) {
+	now := time.Unix(1000, 0) // a clock that does not move
+	r := &Router{cfg: RouterConfig{Now: func() time.Time { return now }}}
+	first := r.newHomeGroupLocked()
+	second := r.newHomeGroupLocked()
+	if first.epoch == 0 || second.epoch <= first.epoch {
+		t.Fatalf("epochs %d then %d: a recreated group must get a newer epoch", first.epoch, second.epoch)
+	}
+	now = now.Add(time.Hour)
+	if third := r.newHomeGroupLocked(); third.epoch != uint64(now.UnixNano()) {
+		t.Fatalf("epoch %d, want the clock's %d when it has moved on", third.epoch, now.UnixNano())
 	}
 }

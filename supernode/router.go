@@ -68,9 +68,9 @@ type Router struct {
 	cfg   RouterConfig
 	log   *slog.Logger
 	links *links
-	epoch uint64
 
 	mu       sync.Mutex
+	epoch    uint64 // the newest epoch given to a home group (groups.go)
 	presence map[peer.ID]presenceRecord
 	cache    map[peer.ID]cachedLocation
 	homes    map[string]*homeGroup
@@ -122,7 +122,6 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 	r := &Router{
 		h: h, adm: adm, cfg: cfg,
 		log:      cfg.Log.With("component", "router"),
-		epoch:    uint64(cfg.Now().UnixNano()),
 		presence: make(map[peer.ID]presenceRecord),
 		cache:    make(map[peer.ID]cachedLocation),
 		homes:    make(map[string]*homeGroup),
