@@ -34,7 +34,8 @@ import (
 //	POST /v1/ping                      PingRequest → PingResponse
 //	POST /v1/promote                   CertRequest (a certificate) → Status
 //	POST /v1/demote                    {} → Status
-//	POST /v1/revoke                    CertRequest (a revocation) → {"serial": N}
+//	POST /v1/revoke                    CertRequest (a revocation) → RevokeResponse
+//	GET  /debug/pprof/...              Go profiles (also on a loopback metrics listener)
 
 func (n *Node) startAPI(ctx context.Context) error {
 	ln, token, err := localapi.Listen(ctx, n.cfg.DataDir, n.cfg.APIListen)
@@ -54,6 +55,7 @@ func (n *Node) startAPI(ctx context.Context) error {
 	mux.HandleFunc("POST /v1/promote", n.servePromote)
 	mux.HandleFunc("POST /v1/demote", n.serveDemote)
 	mux.HandleFunc("POST /v1/revoke", n.serveRevoke)
+	profileRoutes(mux)
 	n.apiSrv = n.serve(ln, localapi.RequireToken(token, mux))
 	n.log.Info("local API", "addr", ln.Addr().String())
 	return nil

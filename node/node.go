@@ -85,6 +85,7 @@ type Node struct {
 	m         *metrics
 	apiSrv    *http.Server
 	metricSrv *http.Server
+	metricLn  net.Addr // the metrics listener's address, once started
 	started   time.Time
 
 	mu      sync.Mutex
@@ -520,16 +521,26 @@ func (n *Node) startMetrics(ctx context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
-	// Profiles, on the same (loopback by default) listener: operators
-	// diagnosing a supernode need heap and goroutine profiles, and
-	// /debug/pprof/heap?gc=1 gives the live heap after a collection.
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	n.metricSrv = n.serve(ln, mux)
+	// Profiles reveal memory contents and cost CPU on demand: they are on
+	// the metrics listener only while it is loopback (not
+	// --metrics-public), and always behind the local API's
+	// authentication (api.go).
+	if !n.cfg.MetricsPublic {
+		profileRoutes(mux)
+	}
+	n.metricSrv, n.metricLn = n.serve(ln, mux), ln.Addr()
 	n.log.Info("metrics", "addr", ln.Addr().String())
 	return nil
+}
+
+// profileRoutes adds the Go profiles under /debug/pprof/: operators
+// diagnosing a supernode need heap and goroutine profiles, and
+// /debug/pprof/heap?gc=1 gives the live heap after a collection.
+func profileRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // CloseAbruptlyForTest stops the node as a crash would: no departure

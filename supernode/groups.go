@@ -92,12 +92,6 @@ type membershipUpdate struct {
 	refresh bool
 }
 
-func validGroup(g string) error {
-	if g == "" || len(g) > protocol.MaxGroupName {
-		return fmt.Errorf("group name must be 1 to %d bytes", protocol.MaxGroupName)
-	}
-	return nil
-}
 
 // groupHome returns the ring owner of a group.
 func (r *Router) groupHome(group string) (peer.ID, bool) {
@@ -112,7 +106,7 @@ func (r *Router) groupHome(group string) (peer.ID, bool) {
 // onGroupOp joins or leaves a group for a local client.
 func (r *Router) onGroupOp(client peer.ID, op *pb.GroupOp) {
 	g := op.GetGroup()
-	if validGroup(g) != nil {
+	if protocol.CheckGroupName(g) != nil {
 		return
 	}
 	sink, ok := r.adm.Sink(client)
@@ -177,7 +171,7 @@ func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
 	defer r.mu.Unlock()
 	for _, rec := range b.GetRecords() {
 		m, err := peer.IDFromBytes(rec.GetMember())
-		if err != nil || validGroup(rec.GetGroup()) != nil || peer.ID(rec.GetSupernode()) != from {
+		if err != nil || protocol.CheckGroupName(rec.GetGroup()) != nil || peer.ID(rec.GetSupernode()) != from {
 			continue
 		}
 		hg := r.homes[rec.GetGroup()]
@@ -206,8 +200,8 @@ func (r *Router) onPublish(client peer.ID, p *pb.GroupPublish) {
 	case len(p.GetId()) != protocol.MessageIDLen:
 		r.result(client, p.GetId(), pb.Result_STATUS_INVALID, "message id must be 16 bytes")
 		return
-	case validGroup(p.GetGroup()) != nil:
-		r.result(client, p.GetId(), pb.Result_STATUS_INVALID, validGroup(p.GetGroup()).Error())
+	case protocol.CheckGroupName(p.GetGroup()) != nil:
+		r.result(client, p.GetId(), pb.Result_STATUS_INVALID, protocol.CheckGroupName(p.GetGroup()).Error())
 		return
 	case len(p.GetPayload()) > protocol.MaxPayload:
 		r.result(client, p.GetId(), pb.Result_STATUS_INVALID, fmt.Sprintf("payload of %d bytes, limit %d", len(p.GetPayload()), protocol.MaxPayload))
@@ -338,7 +332,7 @@ func (r *Router) onMembersRequest(client peer.ID, req *pb.MembersRequest) {
 			Id: req.GetId(), Group: req.GetGroup(), Members: ms, Error: errText,
 		}}}))
 	}
-	if err := validGroup(req.GetGroup()); err != nil {
+	if err := protocol.CheckGroupName(req.GetGroup()); err != nil {
 		reply(nil, err.Error())
 		return
 	}

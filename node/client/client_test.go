@@ -255,6 +255,11 @@ func TestClientWithoutSessionRefusesRequests(t *testing.T) {
 	if _, err := c.Publish(t.Context(), "", []byte("x")); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Publish to an unnamed group: %v, want ErrInvalid", err)
 	}
+	for _, bad := range []string{"nul\x00", "line\nbreak", "bad\xffutf8"} {
+		if err := c.Join(bad); !errors.Is(err, ErrInvalid) || !errors.Is(err, protocol.ErrGroupName) {
+			t.Fatalf("Join(%q): %v, want ErrInvalid wrapping protocol.ErrGroupName", bad, err)
+		}
+	}
 	if err := c.Join("g"); err != nil {
 		t.Fatalf("Join while detached: %v (it applies on the next session)", err)
 	}

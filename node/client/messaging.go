@@ -313,10 +313,10 @@ func (c *Client) Send(ctx context.Context, to peer.ID, payload []byte) ([]byte, 
 	return id, err
 }
 
-// checkGroup validates a group name.
+// checkGroup validates a group name as every supernode will.
 func checkGroup(group string) error {
-	if group == "" || len(group) > protocol.MaxGroupName {
-		return fmt.Errorf("%w: group name must be 1 to %d bytes", ErrInvalid, protocol.MaxGroupName)
+	if err := protocol.CheckGroupName(group); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }
