@@ -92,7 +92,6 @@ type membershipUpdate struct {
 	refresh bool
 }
 
-
 // groupHome returns the ring owner of a group.
 func (r *Router) groupHome(group string) (peer.ID, bool) {
 	rg := r.cfg.Ring()
