@@ -3,6 +3,7 @@ module github.com/overlayd/overlayd
 go 1.26.8
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/libp2p/go-libp2p v0.52.0
 	github.com/libp2p/go-libp2p-pubsub v0.19.0

@@ -159,7 +159,7 @@ func (n *Node) messagingRoutes(mux *http.ServeMux) {
 // inboundJSON is in as the local API shows it.
 func inboundJSON(in client.Inbound) localapi.Inbound {
 	out := localapi.Inbound{Kind: in.Kind, Group: in.Group, Epoch: in.Epoch, Seq: in.Seq,
-		Payload: in.Payload, Text: printable(in.Payload), Dropped: in.Dropped, Time: in.Time}
+		Payload: in.Payload, Text: printable(in.Payload), Dropped: in.Dropped, Sent: in.Sent, Time: in.Time}
 	if in.From != "" {
 		out.From = in.From.String()
 	}

@@ -246,7 +246,10 @@ func newRogue(t *testing.T, target *Node) *rogue {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.Close() })
-	ps, err := pubsub.NewGossipSub(context.Background(), h)
+	// The router's goroutines live as long as its context.
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ps, err := pubsub.NewGossipSub(ctx, h)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -230,9 +230,9 @@
 //	ping             client -> supernode  Ping{seq}
 //	pong             supernode -> client  Pong{seq of the ping}
 //	detach           either               Detach{reason; from the supernode also alternatives, spread_ms}
-//	send             client -> supernode  DirectMessage{id, to, payload}
-//	deliver          supernode -> client  DirectMessage{id, from, to, payload, origin}
-//	ack              either               Ack{id, from, to, origin}
+//	send             client -> supernode  DirectMessage{id, to, sealed}
+//	deliver          supernode -> client  DirectMessage{id, from, to, sealed, origin}
+//	ack              either               Ack{id, from, to, origin, signed}
 //	result           supernode -> client  Result{id, status, detail; for a publish seq, epoch}
 //	group_op         client -> supernode  GroupOp{group, join}
 //	publish          client -> supernode  GroupPublish{group, id, payload}
@@ -310,16 +310,33 @@
 // SC:
 //
 //	A                      SA                                SC                     C
-//	send{id, to, payload} ->
+//	send{id, to, sealed} ->
 //	                       relay deliver{id, from=A, to,  ->
-//	                                     payload, origin=SA}
+//	                                     sealed, origin=SA}
 //	                                                         deliver{...}       ->
-//	                                                                            <-  ack{id, from=C, to=A, origin=SA}
-//	                       <- relay ack{id, from=C, to=A, origin=SA}
-//	<- ack{id, from=C, to=A, origin=SA}
+//	                                                                            <-  ack{id, from=C, to=A, origin=SA, signed}
+//	                       <- relay ack{id, from=C, to=A, origin=SA, signed}
+//	<- ack{id, from=C, to=A, origin=SA, signed}
+//
+// End to end. sealed is a signed envelope (domain [DirectDomain]) of a
+// SealedDirect{id, to, sent_unix_ms, ciphertext}, signed by A; ciphertext is
+// the payload sealed with HPKE (RFC 9180: DHKEM(X25519, HKDF-SHA256),
+// HKDF-SHA256, ChaCha20-Poly1305) to C's X25519 key, the Montgomery form of
+// C's Ed25519 identity key, with info "overlayd/direct/1" followed by A, C
+// and id (each length-prefixed): see [SealDirect]. C opens it with
+// [OpenDirect] and refuses — no ack, no delivery — a message not signed by
+// the peer in from, signed for another id or recipient, or not sealed to
+// it. C's ack carries signed, an envelope (domain [AckDomain]) of
+// AckRecord{id, sender=A} signed by C ([SignAck]); A believes no ack that
+// [VerifyAck] refuses. So a supernode on the path can drop or delay a direct
+// message, but it cannot read it, alter it, forge one in a client's name, or
+// make A believe that a message it dropped was delivered. Only Ed25519
+// identities (every overlayd peer's) can send and receive. The plaintext
+// payload field is unused: a supernode refuses a send that carries one.
 //
 // SA refuses with Result{id, INVALID} a send whose id is not 16 bytes, whose
-// to does not decode, or whose payload exceeds [MaxPayload]; then takes a
+// to does not decode, that carries a plaintext payload, or whose sealed is
+// empty or exceeds [MaxSealedDirect]; then takes a
 // slot of its relays semaphore or answers Result{id, BUSY}. It sets from to
 // the client and origin to itself, whatever the client wrote there, and
 // routes the message off the session's goroutine, holding the slot until
@@ -344,14 +361,15 @@
 // the way (a full session queue at C, a lost relay frame) produces no result;
 // the sender's retry recovers it.
 //
-// C acks every deliver, duplicates included (A may have missed the first
-// ack), echoing id and origin, before it drops duplicates by (from, id) in a
+// C acks every deliver it could open, duplicates included (A may have missed
+// the first ack), echoing id and origin, before it drops duplicates by (from, id) in a
 // window of its last 8192 message keys and hands the message to its
 // listeners. SC overwrites the ack's from with C and sends it to origin over
 // a relay link (or hands it to a local client if origin is SC itself); SA
 // hands a relay ack to the local client named in to. An ack means that C's
-// node read the message; a delivered message has no Result. A client
-// matches acks and results to its requests by id alone.
+// node read and opened the message; a delivered message has no Result. A
+// client matches results to its requests by id, and an ack by id and C's
+// signature.
 //
 // A tries a send up to 4 times with the same id, waiting max(2 × its own
 // configured keepalive, 500 ms) each time (default 10 s). INVALID is final;

@@ -268,8 +268,11 @@ func (r *Router) onSend(client peer.ID, m *pb.DirectMessage) {
 	case err != nil:
 		r.result(client, m.GetId(), pb.Result_STATUS_INVALID, "bad recipient peer ID")
 		return
-	case len(m.GetPayload()) > protocol.MaxPayload:
-		r.result(client, m.GetId(), pb.Result_STATUS_INVALID, fmt.Sprintf("payload of %d bytes, limit %d", len(m.GetPayload()), protocol.MaxPayload))
+	case len(m.GetPayload()) > 0:
+		r.result(client, m.GetId(), pb.Result_STATUS_INVALID, "plaintext payload: direct messages are sealed end to end (DirectMessage.sealed)")
+		return
+	case len(m.GetSealed()) == 0 || len(m.GetSealed()) > protocol.MaxSealedDirect:
+		r.result(client, m.GetId(), pb.Result_STATUS_INVALID, fmt.Sprintf("sealed message of %d bytes, want 1 to %d", len(m.GetSealed()), protocol.MaxSealedDirect))
 		return
 	}
 	if !r.cfg.Sems.Relays.TryAcquire() {
@@ -277,7 +280,9 @@ func (r *Router) onSend(client peer.ID, m *pb.DirectMessage) {
 		r.result(client, m.GetId(), pb.Result_STATUS_BUSY, "supernode relays at capacity")
 		return
 	}
-	msg := &pb.DirectMessage{Id: m.GetId(), From: []byte(client), To: m.GetTo(), Payload: m.GetPayload(), Origin: []byte(r.self())}
+	// The supernode vouches for nothing in the message: the recipient
+	// checks the sender's signature over the sealed payload.
+	msg := &pb.DirectMessage{Id: m.GetId(), From: []byte(client), To: m.GetTo(), Sealed: m.GetSealed(), Origin: []byte(r.self())}
 	retry := r.seenRecently(string(client) + string(m.GetId()))
 	r.wg.Go(func() {
 		defer r.cfg.Sems.Relays.Release()
@@ -351,7 +356,10 @@ func (r *Router) deliverLocal(to peer.ID, msg *pb.DirectMessage) bool {
 
 // onClientAck routes a recipient's ack back to the sender's supernode.
 func (r *Router) onClientAck(client peer.ID, a *pb.Ack) {
-	a = &pb.Ack{Id: a.GetId(), From: []byte(client), To: a.GetTo(), Origin: a.GetOrigin()}
+	if len(a.GetSigned()) > protocol.MaxSignedAck {
+		return // the sender would refuse it anyway
+	}
+	a = &pb.Ack{Id: a.GetId(), From: []byte(client), To: a.GetTo(), Origin: a.GetOrigin(), Signed: a.GetSigned()}
 	origin, err := peer.IDFromBytes(a.GetOrigin())
 	if err != nil {
 		return

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
@@ -182,6 +183,7 @@ func WithSessionHook(f func(sn peer.ID) (ended func())) Option {
 // package documentation.
 type Client struct {
 	h     host.Host
+	key   crypto.PrivKey // the host's identity: signs and opens messages
 	dir   Directory
 	rings Rings
 	cfg   Config
@@ -218,8 +220,12 @@ func New(h host.Host, dir Directory, rings Rings, cfg Config, opts ...Option) (*
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	key := h.Peerstore().PrivKey(h.ID())
+	if key == nil {
+		return nil, errors.New("client: the host's peerstore has no private key for its own ID")
+	}
 	c := &Client{
-		h: h, dir: dir, rings: rings, cfg: cfg,
+		h: h, key: key, dir: dir, rings: rings, cfg: cfg,
 		log:       slog.New(slog.DiscardHandler),
 		now:       time.Now,
 		notBefore: map[peer.ID]time.Time{},

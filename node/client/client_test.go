@@ -3,14 +3,20 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/overlayd/overlayd/overlay/directory"
 	"github.com/overlayd/overlayd/overlay/ring"
@@ -121,16 +127,13 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 // directory and bootstrap peers; it stops with the test.
 func startClient(t *testing.T, mn mocknet.Mocknet, snap *directory.Snapshot, boot []peer.AddrInfo, opts ...Option) (*Client, host.Host) {
 	t.Helper()
-	h, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := edPeer(t, mn)
 	if err := mn.LinkAll(); err != nil {
 		t.Fatal(err)
 	}
 	c, err := New(h, staticDir{snap}, &ring.Published{}, Config{
 		AnnounceInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
-		ReturnInterval: time.Hour, AckTimeout: 200 * time.Millisecond, Bootstrap: boot,
+		ReturnInterval: time.Hour, AckTimeout: 10 * time.Second, Bootstrap: boot,
 	}, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -140,6 +143,35 @@ func startClient(t *testing.T, mn mocknet.Mocknet, snap *directory.Snapshot, boo
 	go func() { defer close(done); c.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return c, h
+}
+
+// edKey is a fresh Ed25519 identity: overlayd peers' kind, the only one
+// sealed direct messages work with.
+func edKey(t testing.TB) (crypto.PrivKey, peer.ID) {
+	t.Helper()
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, id
+}
+
+var edPeers atomic.Int32
+
+// edPeer adds a host with an Ed25519 identity to mn (mocknet's GenPeer
+// makes ECDSA ones).
+func edPeer(t testing.TB, mn mocknet.Mocknet) host.Host {
+	t.Helper()
+	k, _ := edKey(t)
+	h, err := mn.AddPeer(k, ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 20000+edPeers.Add(1))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 func newMocknet(t *testing.T) mocknet.Mocknet {
@@ -180,16 +212,25 @@ func TestClientFollowsBusyAlternativeThenDeliversOnce(t *testing.T) {
 		t.Fatalf("the full supernode was asked %d times in the pass; its retry-after is a minute", full.timesAsked())
 	}
 
-	from := free.h.ID() // any peer ID will do as the sender
-	d := &pb.SessionFrame{Kind: &pb.SessionFrame_Deliver{Deliver: &pb.DirectMessage{Id: protocol.NewMessageID(), From: []byte(from), To: []byte(h.ID()), Payload: []byte("hi")}}}
+	fromKey, from := edKey(t) // another client
+	id := protocol.NewMessageID()
+	sealed, err := protocol.SealDirect(fromKey, h.ID(), id, time.Now(), []byte("hi"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &pb.SessionFrame{Kind: &pb.SessionFrame_Deliver{Deliver: &pb.DirectMessage{Id: id, From: []byte(from), To: []byte(h.ID()), Sealed: sealed}}}
 	s := free.session()
 	free.send(s, d)
 	free.send(s, d) // a retry of the same message
 	for range 2 {
 		select {
 		case f := <-free.got:
-			if f.GetAck() == nil || string(f.GetAck().GetId()) != string(d.GetDeliver().GetId()) {
+			a := f.GetAck()
+			if a == nil || string(a.GetId()) != string(id) {
 				t.Fatalf("want an ack for each delivery, got %v", f)
+			}
+			if err := protocol.VerifyAck(a.GetSigned(), h.ID(), from, id); err != nil {
+				t.Fatalf("the client's ack is not signed for the sender: %v", err)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("no ack for a delivered message")
@@ -232,10 +273,7 @@ func TestClientFollowsBusyAlternativeThenDeliversOnce(t *testing.T) {
 // fails fast with ErrNotAttached; Join is kept for the next session.
 func TestClientWithoutSessionRefusesRequests(t *testing.T) {
 	mn := newMocknet(t)
-	h, err := mn.GenPeer()
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := edPeer(t, mn)
 	c, err := New(h, staticDir{&directory.Snapshot{}}, &ring.Published{}, Config{
 		AnnounceInterval: time.Second, RetryBase: time.Second, RetryMax: time.Second, ReturnInterval: time.Hour, AckTimeout: 50 * time.Millisecond,
 	})
@@ -297,5 +335,92 @@ func TestNewRejectsBadConfig(t *testing.T) {
 				t.Fatal("New accepted it")
 			}
 		})
+	}
+}
+
+// TestClientRefusesForgeries: a supernode (or anyone on the path) that
+// forges a direct message in another client's name gets it neither acked
+// nor delivered, and one that forges the recipient's ack does not make the
+// sender believe the message was delivered. Both are counted.
+func TestClientRefusesForgeries(t *testing.T) {
+	mn := newMocknet(t)
+	sn := newFake(t, mn, func() *pb.AttachResponse {
+		return &pb.AttachResponse{Status: pb.AttachResponse_STATUS_ACCEPT, KeepaliveMs: 50}
+	})
+	reg := prometheus.NewRegistry()
+	c, h := startClient(t, mn, &directory.Snapshot{}, []peer.AddrInfo{{ID: sn.h.ID()}}, WithRegisterer(reg))
+	l := c.Listen()
+	defer l.Close()
+	waitUntil(t, 10*time.Second, "attached", func() bool { _, ok := c.Attachment(); return ok })
+	s := sn.session()
+
+	// A message "from" victim, sealed and signed by the attacker.
+	attackerKey, _ := edKey(t)
+	_, victim := edKey(t)
+	id := protocol.NewMessageID()
+	forged, err := protocol.SealDirect(attackerKey, h.ID(), id, time.Now(), []byte("send me your password"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn.send(s, &pb.SessionFrame{Kind: &pb.SessionFrame_Deliver{Deliver: &pb.DirectMessage{Id: id, From: []byte(victim), To: []byte(h.ID()), Sealed: forged}}})
+	// A plaintext message with no seal, as before sealing existed.
+	sn.send(s, &pb.SessionFrame{Kind: &pb.SessionFrame_Deliver{Deliver: &pb.DirectMessage{Id: protocol.NewMessageID(), From: []byte(victim), To: []byte(h.ID()), Payload: []byte("plain")}}})
+	waitUntil(t, 10*time.Second, "both forgeries counted", func() bool {
+		return testutil.ToFloat64(c.m.refused.WithLabelValues(refusedSignature)) == 2
+	})
+	select {
+	case in := <-l.C:
+		t.Fatalf("a forged message reached the listener: %+v", in)
+	case f := <-sn.got:
+		t.Fatalf("a forged message was acked: %v", f)
+	default:
+	}
+
+	// The client sends to recipient; the supernode answers with an ack
+	// the recipient did not sign, then with one it did.
+	recipientKey, recipient := edKey(t)
+	done := make(chan error, 1)
+	var msgID []byte
+	go func() {
+		var err error
+		msgID, err = c.Send(context.Background(), recipient, []byte("hello"))
+		done <- err
+	}()
+	var send *pb.DirectMessage
+	select {
+	case f := <-sn.got:
+		send = f.GetSend()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the client sent nothing")
+	}
+	if send == nil || len(send.GetPayload()) != 0 || len(send.GetSealed()) == 0 {
+		t.Fatalf("want a sealed send with no plaintext, got %v", send)
+	}
+	sn.send(s, &pb.SessionFrame{Kind: &pb.SessionFrame_Ack{Ack: &pb.Ack{Id: send.GetId(), From: []byte(recipient), To: []byte(h.ID())}}})
+	waitUntil(t, 10*time.Second, "the forged ack counted", func() bool {
+		return testutil.ToFloat64(c.m.refused.WithLabelValues(refusedAck)) == 1
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("Send returned on a forged ack: %v", err)
+	default:
+	}
+	// The recipient can open what the client sealed, and its signed ack
+	// completes the send.
+	if got, _, err := protocol.OpenDirect(recipientKey, h.ID(), send.GetId(), send.GetSealed()); err != nil || string(got) != "hello" {
+		t.Fatalf("the recipient opens %q, %v", got, err)
+	}
+	signed, err := protocol.SignAck(recipientKey, h.ID(), send.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn.send(s, &pb.SessionFrame{Kind: &pb.SessionFrame_Ack{Ack: &pb.Ack{Id: send.GetId(), From: []byte(recipient), To: []byte(h.ID()), Signed: signed}}})
+	select {
+	case err := <-done:
+		if err != nil || string(msgID) != string(send.GetId()) {
+			t.Fatalf("Send with a signed ack: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a signed ack did not complete the send")
 	}
 }

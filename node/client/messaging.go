@@ -46,7 +46,11 @@ type Inbound struct {
 	ID      []byte // message ID
 	Payload []byte
 	Dropped uint64 // gap: how many messages were missed
-	Time    time.Time
+	// Sent is when the sender says it sent a direct message (signed by
+	// the sender, but its clock); zero for other kinds.
+	Sent time.Time
+	// Time is when this client received the message.
+	Time time.Time
 }
 
 // PublishResult is the group home's answer to a publish.
@@ -62,13 +66,20 @@ type outcome struct {
 	result *pb.Result
 }
 
+// pending is a request waiting for its answer. to is the recipient of a
+// direct message, whose signature an ack must carry ("" for a publish).
+type pending struct {
+	ch chan outcome
+	to peer.ID
+}
+
 // messenger is the client's messaging state. Frames it receives come from
 // the session goroutine (handle); requests come from any goroutine.
 type messenger struct {
 	c *Client
 
 	mu      sync.Mutex
-	pending map[string]chan outcome
+	pending map[string]pending
 	members map[string]chan *pb.Members
 	groups  map[string]bool
 	subs    map[*Listener]struct{}
@@ -77,7 +88,7 @@ type messenger struct {
 
 func (m *messenger) init(c *Client) {
 	m.c = c
-	m.pending = map[string]chan outcome{}
+	m.pending = map[string]pending{}
 	m.members = map[string]chan *pb.Members{}
 	m.groups = map[string]bool{}
 	m.subs = map[*Listener]struct{}{}
@@ -162,16 +173,29 @@ func (m *messenger) handle(sess *session, f *pb.SessionFrame) {
 		d := k.Deliver
 		from, err := peer.IDFromBytes(d.GetFrom())
 		if err != nil {
+			m.c.m.refused.WithLabelValues(refusedSignature).Inc()
 			return
 		}
-		// Ack first, duplicates too: the sender may have missed our ack.
-		_ = sess.write(now, &pb.SessionFrame{Kind: &pb.SessionFrame_Ack{Ack: &pb.Ack{
-			Id: d.GetId(), From: []byte(m.c.h.ID()), To: d.GetFrom(), Origin: d.GetOrigin(),
-		}}})
+		// Believe nothing the supernode says about the message: only the
+		// sender's signature and the seal. A forgery is neither acked nor
+		// delivered, so the real sender's retries are unaffected.
+		payload, sent, err := protocol.OpenDirect(m.c.key, from, d.GetId(), d.GetSealed())
+		if err != nil {
+			m.c.m.refused.WithLabelValues(refusalReason(err)).Inc()
+			m.c.log.Debug("direct message refused", "from", from.ShortString(), "err", err)
+			return
+		}
+		// Ack, duplicates too: the sender may have missed our ack.
+		signed, err := protocol.SignAck(m.c.key, from, d.GetId())
+		if err == nil {
+			_ = sess.write(now, &pb.SessionFrame{Kind: &pb.SessionFrame_Ack{Ack: &pb.Ack{
+				Id: d.GetId(), From: []byte(m.c.h.ID()), To: d.GetFrom(), Origin: d.GetOrigin(), Signed: signed,
+			}}})
+		}
 		if m.duplicate("d/" + string(d.GetFrom()) + "/" + string(d.GetId())) {
 			return
 		}
-		m.publishLocal(Inbound{Kind: KindDirect, From: from, ID: d.GetId(), Payload: d.GetPayload(), Time: now})
+		m.publishLocal(Inbound{Kind: KindDirect, From: from, ID: d.GetId(), Payload: payload, Sent: sent, Time: now})
 	case *pb.SessionFrame_GroupMessage:
 		g := k.GroupMessage
 		if m.duplicate(fmt.Sprintf("g/%s/%d/%d", g.GetGroup(), g.GetEpoch(), g.GetSeq())) {
@@ -183,7 +207,7 @@ func (m *messenger) handle(sess *session, f *pb.SessionFrame) {
 	case *pb.SessionFrame_Gap:
 		m.publishLocal(Inbound{Kind: KindGap, Dropped: k.Gap.GetDropped(), Time: now})
 	case *pb.SessionFrame_Ack:
-		m.resolve(k.Ack.GetId(), outcome{acked: true})
+		m.ack(k.Ack)
 	case *pb.SessionFrame_Result:
 		m.resolve(k.Result.GetId(), outcome{result: k.Result})
 	case *pb.SessionFrame_Members:
@@ -201,13 +225,34 @@ func (m *messenger) handle(sess *session, f *pb.SessionFrame) {
 
 func (m *messenger) resolve(id []byte, o outcome) {
 	m.mu.Lock()
-	ch := m.pending[string(id)]
+	p, ok := m.pending[string(id)]
 	m.mu.Unlock()
-	if ch != nil {
+	if ok {
 		select {
-		case ch <- o:
+		case p.ch <- o:
 		default:
 		}
+	}
+}
+
+// ack resolves a direct message with its recipient's signed ack; an ack
+// the recipient did not sign (forged by a supernode to claim a delivery it
+// never made) is counted and ignored.
+func (m *messenger) ack(a *pb.Ack) {
+	m.mu.Lock()
+	p, ok := m.pending[string(a.GetId())]
+	m.mu.Unlock()
+	if !ok || p.to == "" {
+		return
+	}
+	if err := protocol.VerifyAck(a.GetSigned(), p.to, m.c.h.ID(), a.GetId()); err != nil {
+		m.c.m.refused.WithLabelValues(refusedAck).Inc()
+		m.c.log.Debug("ack refused", "recipient", p.to.ShortString(), "err", err)
+		return
+	}
+	select {
+	case p.ch <- outcome{acked: true}:
+	default:
 	}
 }
 
@@ -250,10 +295,10 @@ func statusErr(r *pb.Result) error {
 // request writes f (built for id) and waits for its outcome, retrying up
 // to attempts times on a missing answer or a transient refusal. The same
 // id is reused, so the recipient drops duplicates.
-func (m *messenger) request(ctx context.Context, id []byte, attempts int, f *pb.SessionFrame) (*pb.Result, error) {
+func (m *messenger) request(ctx context.Context, id []byte, to peer.ID, attempts int, f *pb.SessionFrame) (*pb.Result, error) {
 	ch := make(chan outcome, 4)
 	m.mu.Lock()
-	m.pending[string(id)] = ch
+	m.pending[string(id)] = pending{ch: ch, to: to}
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
@@ -295,9 +340,11 @@ func (m *messenger) request(ctx context.Context, id []byte, attempts int, f *pb.
 	return nil, last
 }
 
-// Send delivers payload to peer to and waits for the recipient's ack. It
-// retries on timeout with the same message ID (the recipient drops
-// duplicates). It returns the message ID, and on failure an error wrapping
+// Send delivers payload to peer to and waits for the recipient's ack. The
+// payload is sealed to the recipient and signed (protocol.SealDirect): the
+// supernodes on the way cannot read or alter it, and only an ack the
+// recipient signed counts. It retries on timeout with the same message ID
+// (the recipient drops duplicates). It returns the message ID, and on failure an error wrapping
 // ErrOffline, ErrUnreachable, ErrBusy, ErrNotAttached, ErrInvalid or
 // ErrNoAck.
 func (c *Client) Send(ctx context.Context, to peer.ID, payload []byte) ([]byte, error) {
@@ -308,8 +355,12 @@ func (c *Client) Send(ctx context.Context, to peer.ID, payload []byte) ([]byte, 
 		return nil, fmt.Errorf("%w: cannot send to self", ErrInvalid)
 	}
 	id := protocol.NewMessageID()
-	f := &pb.SessionFrame{Kind: &pb.SessionFrame_Send{Send: &pb.DirectMessage{Id: id, To: []byte(to), Payload: payload}}}
-	_, err := c.msg.request(ctx, id, sendAttempts, f)
+	sealed, err := protocol.SealDirect(c.key, to, id, c.now(), payload)
+	if err != nil {
+		return id, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	f := &pb.SessionFrame{Kind: &pb.SessionFrame_Send{Send: &pb.DirectMessage{Id: id, To: []byte(to), Sealed: sealed}}}
+	_, err = c.msg.request(ctx, id, to, sendAttempts, f)
 	return id, err
 }
 
@@ -370,7 +421,7 @@ func (c *Client) Publish(ctx context.Context, group string, payload []byte) (Pub
 	}
 	id := protocol.NewMessageID()
 	f := &pb.SessionFrame{Kind: &pb.SessionFrame_Publish{Publish: &pb.GroupPublish{Group: group, Id: id, Payload: payload}}}
-	res, err := c.msg.request(ctx, id, 1, f)
+	res, err := c.msg.request(ctx, id, "", 1, f)
 	if err != nil {
 		return PublishResult{ID: id}, err
 	}

@@ -1,6 +1,12 @@
 package client
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/overlayd/overlayd/protocol"
+)
 
 // metrics are the client's Prometheus series, overlayd_client_*.
 type metrics struct {
@@ -11,6 +17,29 @@ type metrics struct {
 	attached       prometheus.Gauge
 	keepaliveRTT   prometheus.Histogram
 	retryWaits     prometheus.Histogram
+	refused        *prometheus.CounterVec
+}
+
+// Reasons a client refuses a message or an ack, the values of
+// overlayd_client_messages_refused_total's reason label.
+const (
+	refusedSignature = "signature" // not signed by its sender, or altered
+	refusedMismatch  = "mismatch"  // signed for another message or recipient
+	refusedDecrypt   = "decrypt"   // not sealed to this client
+	refusedAck       = "ack"       // an ack its recipient did not sign
+)
+
+var refusalReasons = [...]string{refusedSignature, refusedMismatch, refusedDecrypt, refusedAck}
+
+// refusalReason maps protocol's direct-message errors to a reason.
+func refusalReason(err error) string {
+	switch {
+	case errors.Is(err, protocol.ErrDirectMismatch):
+		return refusedMismatch
+	case errors.Is(err, protocol.ErrDirectDecrypt):
+		return refusedDecrypt
+	}
+	return refusedSignature
 }
 
 // attemptResults are the values of overlayd_client_attach_attempts_total's
@@ -46,15 +75,22 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}),
 	}
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "overlayd_client_messages_refused_total",
+		Help: "Direct messages and acks this client refused, by reason: signature (not signed by its sender, or altered on the way), mismatch (signed for another message or recipient), decrypt (not sealed to this client), ack (an ack its recipient did not sign).",
+	}, []string{"reason"})
 	for _, r := range attemptResults {
 		m.attempts.WithLabelValues(r)
+	}
+	for _, r := range refusalReasons {
+		m.refused.WithLabelValues(r)
 	}
 	return m
 }
 
 // register adds the series to reg.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.attempts, m.failovers, m.returns, m.deadSupernodes, m.attached, m.keepaliveRTT, m.retryWaits} {
+	for _, c := range []prometheus.Collector{m.attempts, m.failovers, m.returns, m.deadSupernodes, m.attached, m.keepaliveRTT, m.retryWaits, m.refused} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}

@@ -177,6 +177,9 @@ type Inbound struct {
 	Text    string `json:"text,omitempty"`
 	// Dropped is, for a gap, how many messages were lost.
 	Dropped uint64 `json:"dropped,omitempty"`
+	// Sent is when the sender says it sent a direct message (it signed
+	// this, but by its own clock); absent for other kinds.
+	Sent time.Time `json:"sent,omitzero"`
 	// Time is when the node received the message.
 	Time time.Time `json:"time"`
 }

@@ -248,7 +248,7 @@ func (x Result_Status) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Result_Status.Descriptor instead.
 func (Result_Status) EnumDescriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{9, 0}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{11, 0}
 }
 
 // Announcement is published by every supernode on the directory topic
@@ -1012,12 +1012,17 @@ func (*SessionFrame_Members) isSessionFrame_Kind() {}
 type DirectMessage struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 16 random bytes chosen by the sender; with from, the dedup key.
-	Id      []byte `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	From    []byte `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
-	To      []byte `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Id   []byte `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	From []byte `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To   []byte `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	// Unused since sealed (field 6): clients send no plaintext and ignore it.
 	Payload []byte `protobuf:"bytes,4,opt,name=payload,proto3" json:"payload,omitempty"`
 	// The sender's supernode, set by it: where the recipient's ack goes.
-	Origin        []byte `protobuf:"bytes,5,opt,name=origin,proto3" json:"origin,omitempty"`
+	Origin []byte `protobuf:"bytes,5,opt,name=origin,proto3" json:"origin,omitempty"`
+	// A libp2p signed envelope (domain overlayd-direct-message) of a
+	// SealedDirect, signed by the sender: the payload encrypted to the
+	// recipient (HPKE). Supernodes relay it unchanged and cannot read it.
+	Sealed        []byte `protobuf:"bytes,6,opt,name=sealed,proto3" json:"sealed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1087,6 +1092,86 @@ func (x *DirectMessage) GetOrigin() []byte {
 	return nil
 }
 
+func (x *DirectMessage) GetSealed() []byte {
+	if x != nil {
+		return x.Sealed
+	}
+	return nil
+}
+
+// SealedDirect is what the sender of a direct message signs: the message
+// ID, the recipient, when it was sent, and the payload sealed with HPKE
+// (DHKEM(X25519, HKDF-SHA256), HKDF-SHA256, ChaCha20-Poly1305) to the
+// recipient's X25519 key, the Montgomery form of its Ed25519 identity.
+type SealedDirect struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	To         []byte                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	SentUnixMs int64                  `protobuf:"varint,3,opt,name=sent_unix_ms,json=sentUnixMs,proto3" json:"sent_unix_ms,omitempty"`
+	// enc || ciphertext, as hpke.Seal returns them.
+	Ciphertext    []byte `protobuf:"bytes,4,opt,name=ciphertext,proto3" json:"ciphertext,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealedDirect) Reset() {
+	*x = SealedDirect{}
+	mi := &file_pb_overlayd_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealedDirect) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealedDirect) ProtoMessage() {}
+
+func (x *SealedDirect) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealedDirect.ProtoReflect.Descriptor instead.
+func (*SealedDirect) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SealedDirect) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *SealedDirect) GetTo() []byte {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *SealedDirect) GetSentUnixMs() int64 {
+	if x != nil {
+		return x.SentUnixMs
+	}
+	return 0
+}
+
+func (x *SealedDirect) GetCiphertext() []byte {
+	if x != nil {
+		return x.Ciphertext
+	}
+	return nil
+}
+
 type Ack struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1094,14 +1179,17 @@ type Ack struct {
 	From []byte `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
 	To   []byte `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
 	// The sender's supernode, echoed from the DirectMessage.
-	Origin        []byte `protobuf:"bytes,4,opt,name=origin,proto3" json:"origin,omitempty"`
+	Origin []byte `protobuf:"bytes,4,opt,name=origin,proto3" json:"origin,omitempty"`
+	// A libp2p signed envelope (domain overlayd-direct-ack) of an AckRecord,
+	// signed by the recipient: the sender believes no ack without it.
+	Signed        []byte `protobuf:"bytes,5,opt,name=signed,proto3" json:"signed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Ack) Reset() {
 	*x = Ack{}
-	mi := &file_pb_overlayd_proto_msgTypes[8]
+	mi := &file_pb_overlayd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1201,7 @@ func (x *Ack) String() string {
 func (*Ack) ProtoMessage() {}
 
 func (x *Ack) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[8]
+	mi := &file_pb_overlayd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1214,7 @@ func (x *Ack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ack.ProtoReflect.Descriptor instead.
 func (*Ack) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{8}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Ack) GetId() []byte {
@@ -1157,6 +1245,67 @@ func (x *Ack) GetOrigin() []byte {
 	return nil
 }
 
+func (x *Ack) GetSigned() []byte {
+	if x != nil {
+		return x.Signed
+	}
+	return nil
+}
+
+// AckRecord is what the recipient of a direct message signs.
+type AckRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// The sender being acknowledged.
+	Sender        []byte `protobuf:"bytes,2,opt,name=sender,proto3" json:"sender,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AckRecord) Reset() {
+	*x = AckRecord{}
+	mi := &file_pb_overlayd_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AckRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AckRecord) ProtoMessage() {}
+
+func (x *AckRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AckRecord.ProtoReflect.Descriptor instead.
+func (*AckRecord) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *AckRecord) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *AckRecord) GetSender() []byte {
+	if x != nil {
+		return x.Sender
+	}
+	return nil
+}
+
 type Result struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Id     []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1171,7 +1320,7 @@ type Result struct {
 
 func (x *Result) Reset() {
 	*x = Result{}
-	mi := &file_pb_overlayd_proto_msgTypes[9]
+	mi := &file_pb_overlayd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1332,7 @@ func (x *Result) String() string {
 func (*Result) ProtoMessage() {}
 
 func (x *Result) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[9]
+	mi := &file_pb_overlayd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1345,7 @@ func (x *Result) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Result.ProtoReflect.Descriptor instead.
 func (*Result) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{9}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Result) GetId() []byte {
@@ -1244,7 +1393,7 @@ type GroupOp struct {
 
 func (x *GroupOp) Reset() {
 	*x = GroupOp{}
-	mi := &file_pb_overlayd_proto_msgTypes[10]
+	mi := &file_pb_overlayd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1405,7 @@ func (x *GroupOp) String() string {
 func (*GroupOp) ProtoMessage() {}
 
 func (x *GroupOp) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[10]
+	mi := &file_pb_overlayd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1418,7 @@ func (x *GroupOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupOp.ProtoReflect.Descriptor instead.
 func (*GroupOp) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{10}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GroupOp) GetGroup() string {
@@ -1300,7 +1449,7 @@ type GroupPublish struct {
 
 func (x *GroupPublish) Reset() {
 	*x = GroupPublish{}
-	mi := &file_pb_overlayd_proto_msgTypes[11]
+	mi := &file_pb_overlayd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1461,7 @@ func (x *GroupPublish) String() string {
 func (*GroupPublish) ProtoMessage() {}
 
 func (x *GroupPublish) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[11]
+	mi := &file_pb_overlayd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1474,7 @@ func (x *GroupPublish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPublish.ProtoReflect.Descriptor instead.
 func (*GroupPublish) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{11}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GroupPublish) GetGroup() string {
@@ -1384,7 +1533,7 @@ type GroupMessage struct {
 
 func (x *GroupMessage) Reset() {
 	*x = GroupMessage{}
-	mi := &file_pb_overlayd_proto_msgTypes[12]
+	mi := &file_pb_overlayd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1396,7 +1545,7 @@ func (x *GroupMessage) String() string {
 func (*GroupMessage) ProtoMessage() {}
 
 func (x *GroupMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[12]
+	mi := &file_pb_overlayd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1409,7 +1558,7 @@ func (x *GroupMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMessage.ProtoReflect.Descriptor instead.
 func (*GroupMessage) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{12}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GroupMessage) GetGroup() string {
@@ -1470,7 +1619,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_pb_overlayd_proto_msgTypes[13]
+	mi := &file_pb_overlayd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1631,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[13]
+	mi := &file_pb_overlayd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1644,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{13}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Gap) GetDropped() uint64 {
@@ -1515,7 +1664,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_pb_overlayd_proto_msgTypes[14]
+	mi := &file_pb_overlayd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1676,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[14]
+	mi := &file_pb_overlayd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1689,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{14}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MembersRequest) GetId() []byte {
@@ -1569,7 +1718,7 @@ type Members struct {
 
 func (x *Members) Reset() {
 	*x = Members{}
-	mi := &file_pb_overlayd_proto_msgTypes[15]
+	mi := &file_pb_overlayd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1730,7 @@ func (x *Members) String() string {
 func (*Members) ProtoMessage() {}
 
 func (x *Members) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[15]
+	mi := &file_pb_overlayd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1743,7 @@ func (x *Members) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Members.ProtoReflect.Descriptor instead.
 func (*Members) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{15}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Members) GetId() []byte {
@@ -1646,7 +1795,7 @@ type RelayFrame struct {
 
 func (x *RelayFrame) Reset() {
 	*x = RelayFrame{}
-	mi := &file_pb_overlayd_proto_msgTypes[16]
+	mi := &file_pb_overlayd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1807,7 @@ func (x *RelayFrame) String() string {
 func (*RelayFrame) ProtoMessage() {}
 
 func (x *RelayFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[16]
+	mi := &file_pb_overlayd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1820,7 @@ func (x *RelayFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayFrame.ProtoReflect.Descriptor instead.
 func (*RelayFrame) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{16}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RelayFrame) GetKind() isRelayFrame_Kind {
@@ -1819,7 +1968,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_pb_overlayd_proto_msgTypes[17]
+	mi := &file_pb_overlayd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1980,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[17]
+	mi := &file_pb_overlayd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1993,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{17}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PublishResult) GetTo() []byte {
@@ -1874,7 +2023,7 @@ type PresenceRecord struct {
 
 func (x *PresenceRecord) Reset() {
 	*x = PresenceRecord{}
-	mi := &file_pb_overlayd_proto_msgTypes[18]
+	mi := &file_pb_overlayd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2035,7 @@ func (x *PresenceRecord) String() string {
 func (*PresenceRecord) ProtoMessage() {}
 
 func (x *PresenceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[18]
+	mi := &file_pb_overlayd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2048,7 @@ func (x *PresenceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceRecord.ProtoReflect.Descriptor instead.
 func (*PresenceRecord) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{18}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PresenceRecord) GetClient() []byte {
@@ -1939,7 +2088,7 @@ type PresenceBatch struct {
 
 func (x *PresenceBatch) Reset() {
 	*x = PresenceBatch{}
-	mi := &file_pb_overlayd_proto_msgTypes[19]
+	mi := &file_pb_overlayd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2100,7 @@ func (x *PresenceBatch) String() string {
 func (*PresenceBatch) ProtoMessage() {}
 
 func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[19]
+	mi := &file_pb_overlayd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2113,7 @@ func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceBatch.ProtoReflect.Descriptor instead.
 func (*PresenceBatch) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{19}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PresenceBatch) GetRecords() []*PresenceRecord {
@@ -1993,7 +2142,7 @@ type MembershipRecord struct {
 
 func (x *MembershipRecord) Reset() {
 	*x = MembershipRecord{}
-	mi := &file_pb_overlayd_proto_msgTypes[20]
+	mi := &file_pb_overlayd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2005,7 +2154,7 @@ func (x *MembershipRecord) String() string {
 func (*MembershipRecord) ProtoMessage() {}
 
 func (x *MembershipRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[20]
+	mi := &file_pb_overlayd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2018,7 +2167,7 @@ func (x *MembershipRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipRecord.ProtoReflect.Descriptor instead.
 func (*MembershipRecord) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{20}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *MembershipRecord) GetGroup() string {
@@ -2065,7 +2214,7 @@ type MembershipBatch struct {
 
 func (x *MembershipBatch) Reset() {
 	*x = MembershipBatch{}
-	mi := &file_pb_overlayd_proto_msgTypes[21]
+	mi := &file_pb_overlayd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2226,7 @@ func (x *MembershipBatch) String() string {
 func (*MembershipBatch) ProtoMessage() {}
 
 func (x *MembershipBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[21]
+	mi := &file_pb_overlayd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2239,7 @@ func (x *MembershipBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipBatch.ProtoReflect.Descriptor instead.
 func (*MembershipBatch) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{21}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *MembershipBatch) GetRecords() []*MembershipRecord {
@@ -2112,7 +2261,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_pb_overlayd_proto_msgTypes[22]
+	mi := &file_pb_overlayd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2124,7 +2273,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[22]
+	mi := &file_pb_overlayd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2137,7 +2286,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{22}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LookupRequest) GetClient() []byte {
@@ -2166,7 +2315,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_pb_overlayd_proto_msgTypes[23]
+	mi := &file_pb_overlayd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2327,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[23]
+	mi := &file_pb_overlayd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2340,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{23}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *LookupResponse) GetFound() bool {
@@ -2233,7 +2382,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_pb_overlayd_proto_msgTypes[24]
+	mi := &file_pb_overlayd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2394,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[24]
+	mi := &file_pb_overlayd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2407,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{24}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Ping) GetSeq() uint64 {
@@ -2278,7 +2427,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_pb_overlayd_proto_msgTypes[25]
+	mi := &file_pb_overlayd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2439,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[25]
+	mi := &file_pb_overlayd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2452,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{25}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Pong) GetSeq() uint64 {
@@ -2330,7 +2479,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_pb_overlayd_proto_msgTypes[26]
+	mi := &file_pb_overlayd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2342,7 +2491,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[26]
+	mi := &file_pb_overlayd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2355,7 +2504,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{26}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Detach) GetReason() string {
@@ -2448,18 +2597,31 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x03gap\x18\v \x01(\v2\x10.overlayd.v1.GapH\x00R\x03gap\x12F\n" +
 	"\x0fmembers_request\x18\f \x01(\v2\x1b.overlayd.v1.MembersRequestH\x00R\x0emembersRequest\x120\n" +
 	"\amembers\x18\r \x01(\v2\x14.overlayd.v1.MembersH\x00R\amembersB\x06\n" +
-	"\x04kind\"u\n" +
+	"\x04kind\"\x8d\x01\n" +
 	"\rDirectMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\fR\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\fR\x02to\x12\x18\n" +
 	"\apayload\x18\x04 \x01(\fR\apayload\x12\x16\n" +
-	"\x06origin\x18\x05 \x01(\fR\x06origin\"Q\n" +
+	"\x06origin\x18\x05 \x01(\fR\x06origin\x12\x16\n" +
+	"\x06sealed\x18\x06 \x01(\fR\x06sealed\"p\n" +
+	"\fSealedDirect\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\fR\x02to\x12 \n" +
+	"\fsent_unix_ms\x18\x03 \x01(\x03R\n" +
+	"sentUnixMs\x12\x1e\n" +
+	"\n" +
+	"ciphertext\x18\x04 \x01(\fR\n" +
+	"ciphertext\"i\n" +
 	"\x03Ack\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\fR\x04from\x12\x0e\n" +
 	"\x02to\x18\x03 \x01(\fR\x02to\x12\x16\n" +
-	"\x06origin\x18\x04 \x01(\fR\x06origin\"\x8f\x02\n" +
+	"\x06origin\x18\x04 \x01(\fR\x06origin\x12\x16\n" +
+	"\x06signed\x18\x05 \x01(\fR\x06signed\"3\n" +
+	"\tAckRecord\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x16\n" +
+	"\x06sender\x18\x02 \x01(\fR\x06sender\"\x8f\x02\n" +
 	"\x06Result\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x122\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1a.overlayd.v1.Result.StatusR\x06status\x12\x16\n" +
@@ -2566,7 +2728,7 @@ func file_pb_overlayd_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_overlayd_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_pb_overlayd_proto_goTypes = []any{
 	(Role)(0),                  // 0: overlayd.v1.Role
 	(AttachRequest_Reason)(0),  // 1: overlayd.v1.AttachRequest.Reason
@@ -2580,25 +2742,27 @@ var file_pb_overlayd_proto_goTypes = []any{
 	(*AttachResponse)(nil),     // 9: overlayd.v1.AttachResponse
 	(*SessionFrame)(nil),       // 10: overlayd.v1.SessionFrame
 	(*DirectMessage)(nil),      // 11: overlayd.v1.DirectMessage
-	(*Ack)(nil),                // 12: overlayd.v1.Ack
-	(*Result)(nil),             // 13: overlayd.v1.Result
-	(*GroupOp)(nil),            // 14: overlayd.v1.GroupOp
-	(*GroupPublish)(nil),       // 15: overlayd.v1.GroupPublish
-	(*GroupMessage)(nil),       // 16: overlayd.v1.GroupMessage
-	(*Gap)(nil),                // 17: overlayd.v1.Gap
-	(*MembersRequest)(nil),     // 18: overlayd.v1.MembersRequest
-	(*Members)(nil),            // 19: overlayd.v1.Members
-	(*RelayFrame)(nil),         // 20: overlayd.v1.RelayFrame
-	(*PublishResult)(nil),      // 21: overlayd.v1.PublishResult
-	(*PresenceRecord)(nil),     // 22: overlayd.v1.PresenceRecord
-	(*PresenceBatch)(nil),      // 23: overlayd.v1.PresenceBatch
-	(*MembershipRecord)(nil),   // 24: overlayd.v1.MembershipRecord
-	(*MembershipBatch)(nil),    // 25: overlayd.v1.MembershipBatch
-	(*LookupRequest)(nil),      // 26: overlayd.v1.LookupRequest
-	(*LookupResponse)(nil),     // 27: overlayd.v1.LookupResponse
-	(*Ping)(nil),               // 28: overlayd.v1.Ping
-	(*Pong)(nil),               // 29: overlayd.v1.Pong
-	(*Detach)(nil),             // 30: overlayd.v1.Detach
+	(*SealedDirect)(nil),       // 12: overlayd.v1.SealedDirect
+	(*Ack)(nil),                // 13: overlayd.v1.Ack
+	(*AckRecord)(nil),          // 14: overlayd.v1.AckRecord
+	(*Result)(nil),             // 15: overlayd.v1.Result
+	(*GroupOp)(nil),            // 16: overlayd.v1.GroupOp
+	(*GroupPublish)(nil),       // 17: overlayd.v1.GroupPublish
+	(*GroupMessage)(nil),       // 18: overlayd.v1.GroupMessage
+	(*Gap)(nil),                // 19: overlayd.v1.Gap
+	(*MembersRequest)(nil),     // 20: overlayd.v1.MembersRequest
+	(*Members)(nil),            // 21: overlayd.v1.Members
+	(*RelayFrame)(nil),         // 22: overlayd.v1.RelayFrame
+	(*PublishResult)(nil),      // 23: overlayd.v1.PublishResult
+	(*PresenceRecord)(nil),     // 24: overlayd.v1.PresenceRecord
+	(*PresenceBatch)(nil),      // 25: overlayd.v1.PresenceBatch
+	(*MembershipRecord)(nil),   // 26: overlayd.v1.MembershipRecord
+	(*MembershipBatch)(nil),    // 27: overlayd.v1.MembershipBatch
+	(*LookupRequest)(nil),      // 28: overlayd.v1.LookupRequest
+	(*LookupResponse)(nil),     // 29: overlayd.v1.LookupResponse
+	(*Ping)(nil),               // 30: overlayd.v1.Ping
+	(*Pong)(nil),               // 31: overlayd.v1.Pong
+	(*Detach)(nil),             // 32: overlayd.v1.Detach
 }
 var file_pb_overlayd_proto_depIdxs = []int32{
 	0,  // 0: overlayd.v1.Announcement.role:type_name -> overlayd.v1.Role
@@ -2606,31 +2770,31 @@ var file_pb_overlayd_proto_depIdxs = []int32{
 	1,  // 2: overlayd.v1.AttachRequest.reason:type_name -> overlayd.v1.AttachRequest.Reason
 	2,  // 3: overlayd.v1.AttachResponse.status:type_name -> overlayd.v1.AttachResponse.Status
 	7,  // 4: overlayd.v1.AttachResponse.alternatives:type_name -> overlayd.v1.PeerAddrs
-	28, // 5: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
-	29, // 6: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
-	30, // 7: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
+	30, // 5: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
+	31, // 6: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
+	32, // 7: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
 	11, // 8: overlayd.v1.SessionFrame.send:type_name -> overlayd.v1.DirectMessage
 	11, // 9: overlayd.v1.SessionFrame.deliver:type_name -> overlayd.v1.DirectMessage
-	12, // 10: overlayd.v1.SessionFrame.ack:type_name -> overlayd.v1.Ack
-	13, // 11: overlayd.v1.SessionFrame.result:type_name -> overlayd.v1.Result
-	14, // 12: overlayd.v1.SessionFrame.group_op:type_name -> overlayd.v1.GroupOp
-	15, // 13: overlayd.v1.SessionFrame.publish:type_name -> overlayd.v1.GroupPublish
-	16, // 14: overlayd.v1.SessionFrame.group_message:type_name -> overlayd.v1.GroupMessage
-	17, // 15: overlayd.v1.SessionFrame.gap:type_name -> overlayd.v1.Gap
-	18, // 16: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
-	19, // 17: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
+	13, // 10: overlayd.v1.SessionFrame.ack:type_name -> overlayd.v1.Ack
+	15, // 11: overlayd.v1.SessionFrame.result:type_name -> overlayd.v1.Result
+	16, // 12: overlayd.v1.SessionFrame.group_op:type_name -> overlayd.v1.GroupOp
+	17, // 13: overlayd.v1.SessionFrame.publish:type_name -> overlayd.v1.GroupPublish
+	18, // 14: overlayd.v1.SessionFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	19, // 15: overlayd.v1.SessionFrame.gap:type_name -> overlayd.v1.Gap
+	20, // 16: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
+	21, // 17: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
 	3,  // 18: overlayd.v1.Result.status:type_name -> overlayd.v1.Result.Status
 	11, // 19: overlayd.v1.RelayFrame.deliver:type_name -> overlayd.v1.DirectMessage
-	12, // 20: overlayd.v1.RelayFrame.ack:type_name -> overlayd.v1.Ack
+	13, // 20: overlayd.v1.RelayFrame.ack:type_name -> overlayd.v1.Ack
 	11, // 21: overlayd.v1.RelayFrame.nack:type_name -> overlayd.v1.DirectMessage
-	23, // 22: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
-	25, // 23: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
-	15, // 24: overlayd.v1.RelayFrame.publish:type_name -> overlayd.v1.GroupPublish
-	16, // 25: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
-	21, // 26: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
-	13, // 27: overlayd.v1.PublishResult.result:type_name -> overlayd.v1.Result
-	22, // 28: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
-	24, // 29: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
+	25, // 22: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
+	27, // 23: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
+	17, // 24: overlayd.v1.RelayFrame.publish:type_name -> overlayd.v1.GroupPublish
+	18, // 25: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	23, // 26: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
+	15, // 27: overlayd.v1.PublishResult.result:type_name -> overlayd.v1.Result
+	24, // 28: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
+	26, // 29: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
 	7,  // 30: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
 	31, // [31:31] is the sub-list for method output_type
 	31, // [31:31] is the sub-list for method input_type
@@ -2659,7 +2823,7 @@ func file_pb_overlayd_proto_init() {
 		(*SessionFrame_MembersRequest)(nil),
 		(*SessionFrame_Members)(nil),
 	}
-	file_pb_overlayd_proto_msgTypes[16].OneofWrappers = []any{
+	file_pb_overlayd_proto_msgTypes[18].OneofWrappers = []any{
 		(*RelayFrame_Deliver)(nil),
 		(*RelayFrame_Ack)(nil),
 		(*RelayFrame_Nack)(nil),
@@ -2675,7 +2839,7 @@ func file_pb_overlayd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_overlayd_proto_rawDesc), len(file_pb_overlayd_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
