@@ -382,30 +382,29 @@ func pause(ctx context.Context, d time.Duration) {
 // the benchmark when it is not a duration within [lo, hi].
 func envDuration(b *testing.B, name string, lo, hi time.Duration, d *time.Duration) {
 	b.Helper()
-	s := os.Getenv(name)
-	if s == "" {
-		return
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil || v < lo || v > hi {
-		b.Fatalf("%s=%q: want a duration within [%v, %v]", name, s, lo, hi)
-	}
-	*d = v
+	envParse(b, name, "a duration", time.ParseDuration, lo, hi, d)
 }
 
 // envInt sets *v from the environment variable name, if set, failing the
 // benchmark when it is not an integer within [lo, hi].
 func envInt(b *testing.B, name string, v *int, lo, hi int) {
 	b.Helper()
+	envParse(b, name, "an integer", strconv.Atoi, lo, hi, v)
+}
+
+// envParse sets *v from the environment variable name, if set, failing
+// the benchmark when parse refuses it or it is not within [lo, hi].
+func envParse[T cmp.Ordered](b *testing.B, name, what string, parse func(string) (T, error), lo, hi T, v *T) {
+	b.Helper()
 	s := os.Getenv(name)
 	if s == "" {
 		return
 	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < lo || n > hi {
-		b.Fatalf("%s=%q: want an integer within [%d, %d]", name, s, lo, hi)
+	x, err := parse(s)
+	if err != nil || x < lo || x > hi {
+		b.Fatalf("%s=%q: want %s within [%v, %v]", name, s, what, lo, hi)
 	}
-	*v = n
+	*v = x
 }
 
 // ---- Report files.

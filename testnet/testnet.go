@@ -749,15 +749,7 @@ func (n *Network) RestartSupernodes(ctx context.Context) ([]string, error) {
 
 // AddClients starts k new clients.
 func (n *Network) AddClients(ctx context.Context, k int) error {
-	n.mu.Lock()
-	first := 0
-	for _, m := range n.members {
-		if m.kind == KindClient {
-			first++
-		}
-	}
-	n.mu.Unlock()
-	_, err := n.startClients(ctx, first, k, nil, nil)
+	_, err := n.StartClients(ctx, k, nil)
 	return err
 }
 
