@@ -279,7 +279,7 @@ func (r *surgeRecorder) setRecording(on bool) {
 }
 
 // policyShipped is policy=jitter with the node's shipped retry defaults,
-// as startClients is told under OVERLAYD_SURGE_RETRY=shipped.
+// as startSurgeClients is told under OVERLAYD_SURGE_RETRY=shipped.
 const policyShipped = "jitter-shipped"
 
 // clientPolicy is the policy the clients of a run are started with.
