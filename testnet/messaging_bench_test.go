@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -74,10 +73,10 @@ func msgGroupScaleFor(b *testing.B) msgGroupScale {
 	}
 	sc := msgGroupScale{Supernodes: 10, Clients: 200, Capacity: 200, Rate: 20, Window: 5 * time.Second, Publishers: 4, Announce: time.Second,
 		Baseline: 3 * time.Second, Drain: 30 * time.Second, AttachWithin: 3 * time.Minute}
-	msgEnvInt(b, "OVERLAYD_MSG_SUPERNODES", &sc.Supernodes, 1, 50)
+	envInt(b, "OVERLAYD_MSG_SUPERNODES", &sc.Supernodes, 1, 50)
 	// GroupMembers answers in one session frame (64 KiB + 1 KiB): about
 	// 1,800 member IDs. testnet fits 2,000 nodes in one process.
-	msgEnvInt(b, "OVERLAYD_MSG_CLIENTS", &sc.Clients, 2, 1700)
+	envInt(b, "OVERLAYD_MSG_CLIENTS", &sc.Clients, 2, 1700)
 	if s := os.Getenv("OVERLAYD_MSG_RATE"); s != "" {
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil || v < 0.5 || v > 1000 {
@@ -91,41 +90,6 @@ func msgGroupScaleFor(b *testing.B) msgGroupScale {
 	sc.Capacity = max(sc.Capacity, 2*sc.Clients/sc.Supernodes)
 	sc.Publishers = min(sc.Publishers, sc.Clients)
 	return sc
-}
-
-func msgEnvInt(b *testing.B, name string, v *int, lo, hi int) {
-	b.Helper()
-	s := os.Getenv(name)
-	if s == "" {
-		return
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < lo || n > hi {
-		b.Fatalf("%s=%q: want an integer within [%d, %d]", name, s, lo, hi)
-	}
-	*v = n
-}
-
-// msgPercentiles summarises a distribution, in milliseconds.
-type msgPercentiles struct {
-	N   int     `json:"n"`
-	P50 float64 `json:"p50"`
-	P90 float64 `json:"p90"`
-	P99 float64 `json:"p99"`
-	Max float64 `json:"max"`
-}
-
-// msgSummarize returns nearest-rank percentiles of ds (sorted in place).
-func msgSummarize(ds []time.Duration) msgPercentiles {
-	if len(ds) == 0 {
-		return msgPercentiles{}
-	}
-	slices.Sort(ds)
-	at := func(q float64) float64 {
-		i := int(math.Ceil(q*float64(len(ds)))) - 1
-		return float64(ds[min(max(i, 0), len(ds)-1)]) / 1e6
-	}
-	return msgPercentiles{N: len(ds), P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: float64(ds[len(ds)-1]) / 1e6}
 }
 
 // msgGroupReport is one group scenario's outcome; it is written as JSON.
@@ -146,11 +110,11 @@ type msgGroupReport struct {
 	JoinErrors            int     `json:"join_errors"`
 
 	// Publishes scheduled, answered with a sequence number, and failed.
-	Scheduled     int            `json:"scheduled"`
-	Published     int            `json:"published"`
-	PublishErrors int            `json:"publish_errors"`
-	FirstError    string         `json:"first_error,omitempty"`
-	PublishMs     msgPercentiles `json:"publish_result_ms"`
+	Scheduled     int    `json:"scheduled"`
+	Published     int    `json:"published"`
+	PublishErrors int    `json:"publish_errors"`
+	FirstError    string `json:"first_error,omitempty"`
+	PublishMs     dist   `json:"publish_result_ms"`
 	// OfferedRate is what the schedule achieved (publishes started per
 	// second of the window).
 	OfferedRate float64 `json:"offered_rate_per_s"`
@@ -179,8 +143,8 @@ type msgGroupReport struct {
 	Complete       bool    `json:"complete"`
 	// DeliveryMs is send → member's receipt over every delivery;
 	// CompletionMs send → the last member's receipt, per message.
-	DeliveryMs   msgPercentiles `json:"delivery_ms"`
-	CompletionMs msgPercentiles `json:"completion_ms"`
+	DeliveryMs   dist `json:"delivery_ms"`
+	CompletionMs dist `json:"completion_ms"`
 	// CompletedMessages is how many messages reached every member.
 	CompletedMessages int `json:"completed_messages"`
 	// PerPublish are the figures of each scheduled publish, by index.
@@ -372,10 +336,10 @@ type msgMember struct {
 // delivery latencies, so that a latency tail can be placed in time
 // (publish i was due at i / rate seconds into the window).
 type msgPublishFigures struct {
-	Index      int            `json:"i"`
-	AnswerMs   float64        `json:"answer_ms"`
-	Reached    int            `json:"reached"`
-	DeliveryMs msgPercentiles `json:"delivery_ms"`
+	Index      int     `json:"i"`
+	AnswerMs   float64 `json:"answer_ms"`
+	Reached    int     `json:"reached"`
+	DeliveryMs dist    `json:"delivery_ms"`
 }
 
 type msgPublish struct {
@@ -408,15 +372,11 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	r := &msgGroupReport{Design: design, Scale: sc, Seed: msgSeed, Members: sc.Clients}
-	var extra []node.Option
-	if design == "naive" {
-		extra = append(extra, node.WithPerMemberGroupFanoutForTest())
-	}
 
 	t := time.Now()
-	net := msgStartSupernodes(ctx, b, sc.Supernodes, sc.Capacity, sc.Announce, msgSeed, extra...)
-	defer net.close()
-	clients := net.startClients(ctx, b, make([]crypto.PrivKey, sc.Clients), msgSeed+1000)
+	net := msgStartSupernodes(ctx, b, sc.Supernodes, sc.Capacity, sc.Announce, msgSeed, msgSeed+1000, design == "naive")
+	defer net.Close()
+	clients := net.startClients(ctx, b, make([]crypto.PrivKey, sc.Clients))
 	r.StartS = time.Since(t).Seconds()
 	b.Logf("design=%s: %d supernodes and %d clients started in %.1f s", design, sc.Supernodes, sc.Clients, r.StartS)
 	t = time.Now()
@@ -586,7 +546,7 @@ func msgRunGroup(b *testing.B, sc msgGroupScale, design string) *msgGroupReport 
 		r.Published++
 		pubTimes = append(pubTimes, p.took)
 	}
-	r.PublishMs = msgSummarize(pubTimes)
+	r.PublishMs = distMs(pubTimes)
 	// Every publish the home numbered must reach every member, answered
 	// or not.
 	homeNumbered := func() int {
@@ -703,7 +663,7 @@ func msgCheckGroup(r *msgGroupReport, pubs []msgPublish, members []*msgMember, t
 	if r.Expected > 0 {
 		r.DeliveredRatio = float64(r.Delivered) / float64(r.Expected)
 	}
-	r.DeliveryMs = msgSummarize(lats)
+	r.DeliveryMs = distMs(lats)
 	// p99 over every expected delivery, a missing one counting as never.
 	r.P99InclLossMs = -1
 	if rank := int(math.Ceil(0.99 * float64(r.Expected))); rank >= 1 && rank <= len(lats) {
@@ -715,11 +675,11 @@ func msgCheckGroup(r *msgGroupReport, pubs []msgPublish, members []*msgMember, t
 			comp = append(comp, completion[i])
 		}
 	}
-	r.CompletionMs = msgSummarize(comp)
+	r.CompletionMs = distMs(comp)
 	r.CompletedMessages = len(comp)
 	r.PerPublish = make([]msgPublishFigures, len(pubs))
 	for i, p := range pubs {
-		f := msgPublishFigures{Index: i, Reached: reached[i], AnswerMs: -1, DeliveryMs: msgSummarize(perPub[i])}
+		f := msgPublishFigures{Index: i, Reached: reached[i], AnswerMs: -1, DeliveryMs: distMs(perPub[i])}
 		if p.err == nil {
 			f.AnswerMs = float64(p.took) / 1e6
 		}
@@ -770,9 +730,9 @@ func msgSumRefused(n *msgNet) uint64 {
 func msgFanoutCounts(n *msgNet, home peer.ID) (jobs, drops float64) {
 	for i, sn := range n.sns {
 		if sn.ID() != home {
-			jobs += msgCounter(n.regs[i], "overlayd_supernode_fanout_jobs_total")
+			jobs += gather(n.regs[i])["overlayd_supernode_fanout_jobs_total"]
 		}
-		drops += msgCounter(n.regs[i], "overlayd_supernode_fanout_frames_dropped_total")
+		drops += gather(n.regs[i])["overlayd_supernode_fanout_frames_dropped_total"]
 	}
 	return jobs, drops
 }
@@ -823,8 +783,8 @@ type msgDirectReport struct {
 	MsgsPerSec float64 `json:"msgs_per_s"`
 	// AckMs is Send's latency: from the call to the recipient's ack
 	// arriving back; OneWayMs from the call to the recipient's receipt.
-	AckMs    msgPercentiles `json:"ack_ms"`
-	OneWayMs msgPercentiles `json:"one_way_ms"`
+	AckMs    dist `json:"ack_ms"`
+	OneWayMs dist `json:"one_way_ms"`
 	// Delivered counts distinct messages B received; Lost acked ones it
 	// never received (must be 0); Unacked delivered ones whose Send failed.
 	Delivered  int `json:"delivered"`
@@ -867,14 +827,14 @@ func BenchmarkDirectMessage(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	net := msgStartSupernodes(ctx, b, 2, 10, time.Second, msgSeed+500)
+	net := msgStartSupernodes(ctx, b, 2, 10, time.Second, msgSeed+500, msgSeed+600, false)
 	rg := net.sns[0].Ring()
 	want := []peer.ID{net.sns[0].ID(), net.sns[1].ID()}
 	keys := make([]crypto.PrivKey, 2)
 	for i := range keys {
 		keys[i] = msgKeyHomedAt(b, rg, want[i])
 	}
-	cs := net.startClients(ctx, b, keys, msgSeed+600)
+	cs := net.startClients(ctx, b, keys)
 	msgWaitAttached(ctx, b, cs, want, 30*time.Second)
 	a, rcv := cs[0], cs[1]
 	l := rcv.Client().Listen()
@@ -1002,7 +962,7 @@ func msgRunDirect(ctx context.Context, b *testing.B, sc msgDirectScale, mode str
 		}
 	}
 	r.MsgsPerSec = float64(r.Acked) / r.Seconds
-	r.AckMs = msgSummarize(took)
+	r.AckMs = distMs(took)
 	// B acks before it hands a message to its listeners: give the last
 	// ones a moment to arrive.
 	mine := func() (n int) {
@@ -1035,6 +995,6 @@ func msgRunDirect(ctx context.Context, b *testing.B, sc msgDirectScale, mode str
 		}
 	}
 	r.Duplicates, recv.dup = recv.dup, 0
-	r.OneWayMs = msgSummarize(oneWay)
+	r.OneWayMs = distMs(oneWay)
 	return r
 }

@@ -7,14 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
-	"os"
-	"path/filepath"
-	"runtime/metrics"
 	"runtime/pprof"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,13 +26,14 @@ import (
 // role. Runtime work (GC, the scheduler, time.AfterFunc callbacks) carries
 // no label and is reported as "unlabelled".
 
-// msgRoleLabel is the pprof label key naming the role of a goroutine.
-const msgRoleLabel = "overlayd_role"
+// msgRoleLabel is the pprof label key naming the role of a goroutine:
+// testnet.Config.ProfileLabels sets it to each node's kind.
+const msgRoleLabel = RoleLabel
 
 // Roles, as msgRoleLabel values.
 const (
-	msgRoleSupernode = "supernode"
-	msgRoleClient    = "client"
+	msgRoleSupernode = KindSupernode
+	msgRoleClient    = KindClient
 	msgRoleHarness   = "harness"
 )
 
@@ -53,25 +47,9 @@ func msgWithRole(ctx context.Context, role string, f func(context.Context)) {
 // CPU profile could be started (not under go test -cpuprofile), CPU by role.
 type msgCPUWindow struct {
 	buf       bytes.Buffer
-	t0        time.Time
-	ru0       time.Duration
-	rt0       []metrics.Sample
-	st0       msgStat
+	m0        rtMark
+	st0       machineStat
 	profiling bool
-}
-
-// msgRuntimeMetrics are read at both ends of a window: how long runnable
-// goroutines waited for a P (the process's scheduling latency, which
-// grows when the process wants more CPU than it gets) and GC cycles.
-var msgRuntimeMetrics = []string{"/sched/latencies:seconds", "/gc/cycles/total:gc-cycles"}
-
-func msgReadRuntime() []metrics.Sample {
-	s := make([]metrics.Sample, len(msgRuntimeMetrics))
-	for i, name := range msgRuntimeMetrics {
-		s[i].Name = name
-	}
-	metrics.Read(s)
-	return s
 }
 
 // msgCPUUse is what one window used. Seconds are CPU seconds.
@@ -86,8 +64,8 @@ type msgCPUUse struct {
 	ProfiledS float64 `json:"profiled_cpu_s"`
 	// SchedMs is the Go scheduler latency in the window (runtime/metrics
 	// /sched/latencies, bucket upper bounds); GCCycles the collections.
-	SchedMs  msgPercentiles `json:"sched_latency_ms"`
-	GCCycles uint64         `json:"gc_cycles"`
+	SchedMs  dist   `json:"sched_latency_ms"`
+	GCCycles uint64 `json:"gc_cycles"`
 	// MachineBusyCores is the whole machine's non-idle CPU in the window
 	// (/proc/stat), this process included: the rest is other people's
 	// work on a shared machine. LoadAvg1 is the 1-minute load average at
@@ -105,7 +83,7 @@ func (u msgCPUUse) cores(role string) float64 {
 }
 
 func msgStartCPU() *msgCPUWindow {
-	w := &msgCPUWindow{t0: time.Now(), ru0: msgRusage(), rt0: msgReadRuntime(), st0: msgReadStat()}
+	w := &msgCPUWindow{m0: markRuntime(), st0: readMachineStat()}
 	w.profiling = pprof.StartCPUProfile(&w.buf) == nil
 	return w
 }
@@ -115,26 +93,16 @@ func msgStartCPU() *msgCPUWindow {
 func (w *msgCPUWindow) stop(save string) (msgCPUUse, error) {
 	if w.profiling {
 		pprof.StopCPUProfile()
-		if dir := os.Getenv("OVERLAYD_REPORT_DIR"); dir != "" && save != "" {
-			if err := os.MkdirAll(dir, 0o755); err == nil {
-				_ = os.WriteFile(filepath.Join(dir, save), w.buf.Bytes(), 0o644)
-			}
-		}
+		_ = saveReport(save, bytes.NewReader(w.buf.Bytes()), true)
 	}
-	u := msgCPUUse{WallS: time.Since(w.t0).Seconds(), ProcessS: (msgRusage() - w.ru0).Seconds()}
-	rt1 := msgReadRuntime()
-	if st1 := msgReadStat(); st1.ok && w.st0.ok && u.WallS > 0 {
-		u.MachineBusyCores = float64(st1.busy-w.st0.busy) / msgUserHZ / u.WallS
+	m1 := markRuntime()
+	u := msgCPUUse{WallS: m1.at.Sub(w.m0.at).Seconds(), ProcessS: (m1.cpu - w.m0.cpu).Seconds()}
+	if st1 := readMachineStat(); st1.ok && w.st0.ok && u.WallS > 0 {
+		u.MachineBusyCores = float64(st1.busy-w.st0.busy) / userHZ / u.WallS
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fmt.Sscan(string(b), &u.LoadAvg1)
-	}
-	if rt1[0].Value.Kind() == metrics.KindFloat64Histogram && w.rt0[0].Value.Kind() == metrics.KindFloat64Histogram {
-		u.SchedMs = msgHistDelta(w.rt0[0].Value.Float64Histogram(), rt1[0].Value.Float64Histogram())
-	}
-	if rt1[1].Value.Kind() == metrics.KindUint64 && w.rt0[1].Value.Kind() == metrics.KindUint64 {
-		u.GCCycles = rt1[1].Value.Uint64() - w.rt0[1].Value.Uint64()
-	}
+	fmt.Sscan(loadAvg(), &u.LoadAvg1)
+	u.SchedMs = runtimeDistMs(w.m0.sched, m1.sched)
+	u.GCCycles = m1.gcCycles - w.m0.gcCycles
 	if !w.profiling {
 		return u, nil
 	}
@@ -151,84 +119,6 @@ func (w *msgCPUWindow) stop(save string) (msgCPUUse, error) {
 		u.ProfiledS += v.Seconds()
 	}
 	return u, nil
-}
-
-// msgHistDelta returns the percentiles (bucket upper bounds, ms) of the
-// observations between two readings of one runtime histogram.
-func msgHistDelta(a, b *metrics.Float64Histogram) msgPercentiles {
-	if len(a.Counts) != len(b.Counts) {
-		return msgPercentiles{}
-	}
-	var n uint64
-	d := make([]uint64, len(b.Counts))
-	for i := range d {
-		d[i] = b.Counts[i] - a.Counts[i]
-		n += d[i]
-	}
-	if n == 0 {
-		return msgPercentiles{}
-	}
-	at := func(q float64) float64 {
-		rank := uint64(math.Ceil(q * float64(n)))
-		var c uint64
-		for i, k := range d {
-			if c += k; c >= rank {
-				return 1000 * min(b.Buckets[i+1], math.MaxFloat64)
-			}
-		}
-		return math.Inf(1)
-	}
-	p := msgPercentiles{N: int(n), P50: at(0.5), P90: at(0.9), P99: at(0.99), Max: at(1)}
-	for _, v := range []*float64{&p.P50, &p.P90, &p.P99, &p.Max} {
-		if math.IsInf(*v, 0) {
-			*v = -1 // JSON has no infinity: the open top bucket
-		}
-	}
-	return p
-}
-
-// msgStat is the machine's busy CPU time so far, in clock ticks.
-type msgStat struct {
-	busy uint64
-	ok   bool
-}
-
-// msgUserHZ is the unit of /proc/stat: USER_HZ, 100 on Linux.
-const msgUserHZ = 100
-
-// msgReadStat reads the "cpu" line of /proc/stat: user nice system idle
-// iowait irq softirq steal …; busy is everything but idle and iowait.
-func msgReadStat() msgStat {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return msgStat{}
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	f := strings.Fields(line)
-	if len(f) < 9 || f[0] != "cpu" {
-		return msgStat{}
-	}
-	var st msgStat
-	for i, s := range f[1:9] {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return msgStat{}
-		}
-		if i != 3 && i != 4 {
-			st.busy += v
-		}
-	}
-	st.ok = true
-	return st
-}
-
-// msgRusage returns the process's user + system CPU time so far.
-func msgRusage() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // msgCPUByLabel sums the CPU time of a gzipped pprof CPU profile by the

@@ -72,12 +72,9 @@ func recScaleFor(b *testing.B) (recScale, recTiming, uint64) {
 		tm.DrainPeriod = 3 * time.Second
 		return sc, tm, recSeedFor(b)
 	}
-	if s := os.Getenv("OVERLAYD_RECOVERY_CAPACITY"); s != "" {
-		c, err := strconv.Atoi(s)
-		if err != nil || c < 2 || c > 40 {
-			b.Fatalf("OVERLAYD_RECOVERY_CAPACITY=%q: want 2..40", s)
-		}
-		sc.Capacity, sc.Clients, sc.MegaCapacity = c, 15*c, 5*c
+	if os.Getenv("OVERLAYD_RECOVERY_CAPACITY") != "" {
+		envInt(b, "OVERLAYD_RECOVERY_CAPACITY", &sc.Capacity, 2, 40)
+		sc.Clients, sc.MegaCapacity = 15*sc.Capacity, 5*sc.Capacity
 	}
 	envDuration(b, "OVERLAYD_RECOVERY_ANNOUNCE", time.Second, 30*time.Second, &tm.AnnounceInterval)
 	envDuration(b, "OVERLAYD_RECOVERY_WINDOW", 5*time.Second, 5*time.Minute, &sc.Window)
@@ -219,7 +216,7 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 		run = "mega"
 	}
 	r := &recReport{Run: run, Seed: seed, Scale: sc, Settings: tm.settings(sc), At: time.Now().UTC(),
-		NumCPU: runtime.NumCPU(), Attempts: map[string]recAttempts{}, Process: map[string]recRuntime{}}
+		NumCPU: runtime.NumCPU(), Attempts: map[string]recAttempts{}, Process: map[string]runtimeFigures{}}
 	start := time.Now()
 	n := recStartNetwork(ctx, b, sc, tm, seed)
 	r.ClientsStartedS = time.Since(start).Seconds()
@@ -243,12 +240,12 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 		b.Fatalf("%s: %d of %d clients attached, directories full: %v, after %v (load average %s). If the attached count "+
 			"rises and falls, the process cannot carry this many nodes at announce interval %v on this machine: every client "+
 			"verifies every supernode's announcement; see OVERLAYD_RECOVERY_ANNOUNCE and OVERLAYD_RECOVERY_CAPACITY",
-			run, last.Attached, sc.Clients, recInDirectories(all, snIDs), time.Since(start).Round(time.Second), recLoadAvg(), tm.AnnounceInterval)
+			run, last.Attached, sc.Clients, recInDirectories(all, snIDs), time.Since(start).Round(time.Second), loadAvg(), tm.AnnounceInterval)
 	}
 	r.AttachedS = time.Since(start).Seconds()
 	b.StartTimer()
 	s.setPhase(n.rec, recPhaseBefore)
-	mark := recMarkNow()
+	mark := markRuntime()
 	pause(ctx, sc.Settle)
 	before, _ := s.latest()
 	r.Before = recBefore{Attached: before.Attached, Fraction: before.Fraction, OnMegas: before.OnMegas,
@@ -284,16 +281,16 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 	t0 := time.Now()
 	s.failure(t0, killedSNs, orphans)
 	s.setPhase(n.rec, recPhaseRecovery)
-	next := recMarkNow()
-	r.Process[recPhaseNames[recPhaseBefore]], mark = recRuntimeBetween(mark, next), next
+	next := markRuntime()
+	r.Process[recPhaseNames[recPhaseBefore]], mark = runtimeBetween(mark, next), next
 	var kwg sync.WaitGroup
 	r.Failure.KillMs = make([]float64, len(killed))
 	for j, i := range killed {
 		sn := n.regs[i]
 		kwg.Go(func() {
 			t := time.Now()
-			_ = sn.CloseAbruptlyForTest()
-			r.Failure.KillMs[j] = recMs(time.Since(t))
+			_ = n.Crash(sn)
+			r.Failure.KillMs[j] = ms(time.Since(t))
 		})
 	}
 	if mega {
@@ -303,11 +300,11 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 		for j, m := range n.megas {
 			pwg.Go(func() {
 				t := time.Now()
-				raw, err := n.cert(m, sc.MegaCapacity, 1000+uint64(j))
+				raw, err := n.MegaCert(m, sc.MegaCapacity, 1000+uint64(j))
 				if err == nil {
 					_, err = m.Promote(ctx, raw)
 				}
-				r.Failure.PromoteMs[j], errs[j] = recMs(time.Since(t)), err
+				r.Failure.PromoteMs[j], errs[j] = ms(time.Since(t)), err
 			})
 		}
 		pwg.Wait()
@@ -323,23 +320,23 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 	recCheckHealth(ctx, s, n.clients[0], recPhaseRecovery)
 	end, _ := s.latest()
 	r.Recovery.OnMegasFinal = end.OnMegas
-	next = recMarkNow()
-	r.Process[recPhaseNames[recPhaseRecovery]], mark = recRuntimeBetween(mark, next), next
+	next = markRuntime()
+	r.Process[recPhaseNames[recPhaseRecovery]], mark = runtimeBetween(mark, next), next
 
 	if mega {
 		r.HandBack = recHandBackPhase(ctx, b, n, s, killed, t0)
 		recCheckHealth(ctx, s, n.clients[0], recPhaseHandBack)
-		r.Process["restart+handback"] = recRuntimeBetween(mark, recMarkNow())
+		r.Process["restart+handback"] = runtimeBetween(mark, markRuntime())
 	}
 	b.StopTimer()
 	stopSampler()
 	recSummarize(r, s, n.rec, sc, t0, orphans)
 	for _, p := range []int{recPhaseBefore, recPhaseRecovery} {
-		if pr, ok := r.Process[recPhaseNames[p]]; ok && pr.SchedMaxMs > 3*recMs(tm.Keepalive) {
+		if pr, ok := r.Process[recPhaseNames[p]]; ok && pr.SchedMaxMs > 3*ms(tm.Keepalive) {
 			r.Targets.HarnessStalled = true
 		}
 	}
-	r.LoadAvg = recLoadAvg()
+	r.LoadAvg = loadAvg()
 	writeReport(b, "recovery-runs.jsonl", "recovery-"+run+".json", r)
 	recLog(b, r)
 	if !r.Targets.NoOverCapacity {
@@ -456,7 +453,7 @@ func recSummarize(r *recReport, s *recSampler, rec *recRecorder, sc recScale, t0
 	for _, smp := range samples {
 		scan = append(scan, smp.ScanMs)
 	}
-	r.ScanMs = recDistOf(scan)
+	r.ScanMs = distOf(scan)
 	for p := range recPhases {
 		r.Attempts[recPhaseNames[p]] = rec.attempts(p)
 	}
@@ -483,7 +480,7 @@ func recSummarize(r *recReport, s *recSampler, rec *recRecorder, sc recScale, t0
 			rc.OrphansNeverReattached++
 		}
 	}
-	rc.OrphanReattachS = recDistOf(re)
+	rc.OrphanReattachS = distOf(re)
 
 	over := 0
 	failed := 0
@@ -589,5 +586,3 @@ func recLog(b *testing.B, r *recReport) {
 		r.Targets.NoOverCapacity, r.Targets.SupernodesFailed, r.Targets.Attach99Within30s, r.Targets.Attach100Within60s,
 		r.Targets.HarnessStalled, r.ScanMs.P50, r.ScanMs.Max)
 }
-
-func recMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -4,27 +4,21 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
-	"errors"
 	"fmt"
-	"log/slog"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
 	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/node/client"
-	"github.com/overlayd/overlayd/protocol"
 )
 
-// The in-process network of BenchmarkRecovery: regular supernodes, the
+// The in-process network of BenchmarkRecovery, a testnet.Network: regular supernodes, the
 // would-be mega-supernodes (started as small regular supernodes), and
 // ordinary nodes, all trusting one operator key, all bootstrapping through
 // the first regular supernode. Identities are derived from the seed, so both
@@ -124,133 +118,64 @@ func (r *recRecorder) attempts(phase int) recAttempts {
 		EndsReturned: c[recEndReturned].Load(), EndsDetached: c[recEndDetached].Load(), EndsLost: c[recEndLost].Load()}
 }
 
-// recNet is one running network.
+// recNet is one running network: a testnet.Network and the benchmark's
+// view of its slots.
 type recNet struct {
-	sc    recScale
-	tm    recTiming
-	seed  uint64
-	dir   string
-	op    crypto.PrivKey
-	opPub string
-	boot  string
-	rec   *recRecorder
+	*Network
+	sc   recScale
+	tm   recTiming
+	seed uint64
+	rec  *recRecorder
 
-	regKeys []crypto.PrivKey
 	regs    []*node.Node // regular supernodes by slot; a restart replaces the slot
 	megas   []*node.Node // would-be mega-supernodes
 	clients []*node.Node
-
-	mu  sync.Mutex
-	all []*node.Node // every node started, for Close
 }
 
-func (n *recNet) config(name string, role node.Role, capacity int) node.Config {
-	c := node.DefaultConfig()
-	c.DataDir = filepath.Join(n.dir, name) // unused: identities are injected and the API is off
-	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	c.APIListen = node.APIOff
-	c.Role = role
-	c.Capacity = capacity
-	c.AnnounceInterval = n.tm.AnnounceInterval
-	c.Keepalive = n.tm.Keepalive
-	c.BusyRetryAfter = n.tm.BusyRetryAfter
-	c.RetryBase = n.tm.RetryBase
-	c.RetryMax = n.tm.RetryMax
-	c.ReturnInterval = n.tm.ReturnInterval
-	c.DrainPeriod = n.tm.DrainPeriod
-	c.OperatorPubkeys = []string{n.opPub}
-	if n.boot != "" {
-		c.Bootstrap = []string{n.boot}
-	}
-	return c
-}
-
-// start starts one node and remembers it for close.
-func (n *recNet) start(ctx context.Context, c node.Config, key crypto.PrivKey, seed uint64, opts ...node.Option) (*node.Node, error) {
-	opts = append([]node.Option{node.WithIdentity(key), node.WithSeed(seed), node.WithLogger(slog.New(slog.DiscardHandler))}, opts...)
-	// Loopback peers reach each other directly: no relay reservations.
-	nd, err := node.New(c, append(opts, node.WithReachability(network.ReachabilityPublic))...)
-	if err != nil {
-		return nil, err
-	}
-	n.mu.Lock()
-	n.all = append(n.all, nd)
-	n.mu.Unlock()
-	if err := nd.Start(ctx); err != nil {
-		return nil, err
-	}
-	return nd, nil
-}
-
-// recStartNetwork starts the supernodes and the would-be megas, waits until
-// every supernode's ring holds all of them, then starts the clients. It
-// does not wait for the clients to attach. tb's cleanup closes everything.
+// recStartNetwork starts the supernodes and the would-be megas (testnet's
+// megas, capacity 1 until promoted), waits until every supernode's ring
+// holds all of them, then starts the clients, recStartParallel at a time.
+// It does not wait for the clients to attach. Everyone bootstraps through
+// sn0; node seeds are seed+i for sn<i>, seed+100+i for its restart,
+// seed+1000+i for mega<i> and seed+10000+i for c<i>. tb's cleanup closes
+// everything.
 func recStartNetwork(ctx context.Context, tb testing.TB, sc recScale, tm recTiming, seed uint64) *recNet {
 	tb.Helper()
-	n := &recNet{sc: sc, tm: tm, seed: seed, dir: tb.TempDir(), rec: &recRecorder{}}
-	tb.Cleanup(n.close)
-	var err error
-	if n.op, err = recKey(seed, "operator", 0); err != nil {
-		tb.Fatal(err)
+	if sc.MegaRegularCapacity != 1 {
+		tb.Fatalf("mega regular capacity %d: testnet runs would-be megas at capacity 1", sc.MegaRegularCapacity)
 	}
-	if n.opPub, err = protocol.EncodeKey(n.op.GetPublic()); err != nil {
-		tb.Fatal(err)
-	}
-	for i := range sc.Supernodes {
-		key, err := recKey(seed, "supernode", i)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		sn, err := n.start(ctx, n.config(fmt.Sprintf("sn%d", i), node.RoleSupernode, sc.Capacity), key, seed+uint64(i))
-		if err != nil {
-			tb.Fatalf("start supernode %d: %v", i, err)
-		}
-		n.regKeys, n.regs = append(n.regKeys, key), append(n.regs, sn)
-		if i == 0 {
-			n.boot = fmt.Sprintf("%s/p2p/%s", sn.Host().Addrs()[0], sn.ID())
-		}
-	}
-	for i := range sc.Megas {
-		key, err := recKey(seed, "mega", i)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		m, err := n.start(ctx, n.config(fmt.Sprintf("mega%d", i), node.RoleSupernode, sc.MegaRegularCapacity), key, seed+1000+uint64(i))
-		if err != nil {
-			tb.Fatalf("start mega-supernode %d: %v", i, err)
-		}
-		n.megas = append(n.megas, m)
-	}
-	members := sc.Supernodes + sc.Megas
-	err = waitFor(ctx, 30*time.Second, 20*time.Millisecond, func() bool {
-		for _, sn := range n.supernodes() {
-			if r := sn.Ring(); r == nil || r.Len() != members {
-				return false
+	n := &recNet{sc: sc, tm: tm, seed: seed, rec: &recRecorder{}}
+	net, err := Start(ctx, Config{
+		Supernodes: sc.Supernodes, Megas: sc.Megas, Capacity: sc.Capacity, MegaCapacity: sc.MegaCapacity,
+		AnnounceInterval: tm.AnnounceInterval, Keepalive: tm.Keepalive, BusyRetryAfter: tm.BusyRetryAfter,
+		RetryBase: tm.RetryBase, RetryMax: tm.RetryMax, ReturnInterval: tm.ReturnInterval, DrainPeriod: tm.DrainPeriod,
+		Seed: seed, SingleBootstrap: true, NoGroup: true, StartParallel: recStartParallel,
+		Identity: func(kind string, i int) (crypto.PrivKey, error) { return recKey(seed, kind, i) },
+		Options: func(s Slot) []node.Option {
+			switch {
+			case s.Kind == KindClient:
+				return []node.Option{node.WithSeed(seed + 10_000 + uint64(s.Index)), node.WithObserver(n.rec.observe)}
+			case s.Kind == KindMega:
+				return []node.Option{node.WithSeed(seed + 1000 + uint64(s.Index))}
+			case s.Life > 0:
+				return []node.Option{node.WithSeed(seed + 100 + uint64(s.Index))}
 			}
-		}
-		return true
+			return []node.Option{node.WithSeed(seed + uint64(s.Index))}
+		},
 	})
 	if err != nil {
-		tb.Fatalf("supernode rings did not hold all %d supernodes: %v", members, err)
+		tb.Fatalf("start supernodes: %v", err)
 	}
-	n.clients = make([]*node.Node, sc.Clients)
-	errs := make([]error, sc.Clients)
-	sem := make(chan struct{}, recStartParallel)
-	var wg sync.WaitGroup
-	for i := range sc.Clients {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			key, err := recKey(seed, "client", i)
-			if err == nil {
-				n.clients[i], err = n.start(ctx, n.config(fmt.Sprintf("c%d", i), node.RoleOrdinary, 0), key,
-					seed+10_000+uint64(i), node.WithObserver(n.rec.observe))
-			}
-			errs[i] = err
-		})
+	n.Network = net
+	tb.Cleanup(func() { net.Close() })
+	all := net.Supernodes()
+	n.regs, n.megas = all[:sc.Supernodes:sc.Supernodes], all[sc.Supernodes:]
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := net.WaitRings(rctx); err != nil {
+		tb.Fatal(err)
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if n.clients, err = net.StartClients(ctx, sc.Clients, nil); err != nil {
 		tb.Fatalf("start clients: %v", err)
 	}
 	return n
@@ -264,41 +189,12 @@ func (n *recNet) supernodes() []*node.Node {
 // restart starts a new supernode in slot i with the killed one's identity
 // and capacity.
 func (n *recNet) restart(ctx context.Context, i int) (*node.Node, error) {
-	sn, err := n.start(ctx, n.config(fmt.Sprintf("sn%d-restarted", i), node.RoleSupernode, n.sc.Capacity), n.regKeys[i], n.seed+100+uint64(i))
+	sn, err := n.RestartSupernode(ctx, i)
 	if err != nil {
 		return nil, fmt.Errorf("restart supernode %d: %w", i, err)
 	}
 	n.regs[i] = sn
 	return sn, nil
-}
-
-// cert returns an operator certificate for m.
-func (n *recNet) cert(m *node.Node, capacity int, serial uint64) ([]byte, error) {
-	now := time.Now()
-	return protocol.SealMegaCert(protocol.MegaCert{Subject: m.ID(), Capacity: uint32(capacity),
-		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour), Serial: serial}, n.op)
-}
-
-// close stops every node: clients first (so they do not fail over while
-// the supernodes stop), then the rest, concurrently.
-func (n *recNet) close() {
-	n.mu.Lock()
-	all := n.all
-	n.all = nil
-	n.mu.Unlock()
-	isClient := map[*node.Node]bool{}
-	for _, c := range n.clients {
-		isClient[c] = true
-	}
-	var wg sync.WaitGroup
-	for _, first := range []bool{true, false} {
-		for _, nd := range all {
-			if isClient[nd] == first {
-				wg.Go(func() { _ = nd.Close() })
-			}
-		}
-		wg.Wait()
-	}
 }
 
 // recHealth says whether a surviving supernode is up: it answers Status,

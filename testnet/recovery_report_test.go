@@ -1,10 +1,6 @@
 package testnet
 
 import (
-	"math"
-	"os"
-	"slices"
-	"strings"
 	"time"
 )
 
@@ -27,11 +23,11 @@ type recReport struct {
 	HandBack        *recHandBack           `json:"handback,omitempty"`
 	Supernodes      []recSNReport          `json:"supernodes"`
 	Attempts        map[string]recAttempts `json:"client_attempts_by_phase"`
-	ScanMs          recDist                `json:"sample_scan_ms"`
+	ScanMs          dist                   `json:"sample_scan_ms"`
 	// Process is what the test process did in each phase after the setup.
-	Process map[string]recRuntime `json:"process_by_phase"`
-	Targets recTargets            `json:"targets"`
-	Samples []recSample           `json:"samples"`
+	Process map[string]runtimeFigures `json:"process_by_phase"`
+	Targets recTargets                `json:"targets"`
+	Samples []recSample               `json:"samples"`
 }
 
 // recBefore is the network just before the failure.
@@ -72,7 +68,7 @@ type recRecovery struct {
 	Held100FromS *float64 `json:"held_100pct_from_s"`
 	// OrphanReattachS is, over the orphans that reattached, the time from
 	// the failure to the first sample that saw them attached again.
-	OrphanReattachS        recDist `json:"orphan_reattach_s"`
+	OrphanReattachS        dist    `json:"orphan_reattach_s"`
 	OrphansNeverReattached int     `json:"orphans_never_reattached"`
 	PeakRegularRatio       float64 `json:"peak_regular_load_ratio"`
 	PeakMegaRatio          float64 `json:"peak_mega_load_ratio"`
@@ -160,27 +156,6 @@ type recTargets struct {
 	HarnessStalled bool `json:"harness_stalled"`
 }
 
-// recDist summarises values.
-type recDist struct {
-	N   int     `json:"n"`
-	P50 float64 `json:"p50"`
-	P90 float64 `json:"p90"`
-	P99 float64 `json:"p99"`
-	Max float64 `json:"max"`
-}
-
-func recDistOf(vs []float64) recDist {
-	if len(vs) == 0 {
-		return recDist{}
-	}
-	vs = slices.Clone(vs)
-	slices.Sort(vs)
-	q := func(p float64) float64 {
-		return vs[min(len(vs)-1, int(math.Ceil(p*float64(len(vs))))-1)]
-	}
-	return recDist{N: len(vs), P50: q(0.5), P90: q(0.9), P99: q(0.99), Max: vs[len(vs)-1]}
-}
-
 // recFirst returns the time of the first sample of phase that satisfies
 // cond, and the time from which every later sample of the phase does.
 func recFirst(ss []recSample, phase int, cond func(recSample) bool) (first, heldFrom *float64) {
@@ -204,16 +179,6 @@ func recFirst(ss []recSample, phase int, cond func(recSample) bool) (first, held
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// recLoadAvg reads /proc/loadavg (empty where there is none).
-func recLoadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	return strings.Join(f[:min(3, len(f))], " ")
-}
 
 // recOr returns *p, or def when p is nil.
 func recOr(p *float64, def float64) float64 {

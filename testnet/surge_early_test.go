@@ -19,21 +19,11 @@ import (
 )
 
 // earlyEnv names the environment variable that turns this test binary into
-// the surge benchmark's early-client process (see TestMain).
+// the surge benchmark's early-client process (see TestMain in main_test.go).
 const earlyEnv = "OVERLAYD_SURGE_EARLY_HELPER"
-
-// TestMain runs the tests, or, when earlyEnv is set, the early-client
-// process of BenchmarkSurge instead.
-func TestMain(m *testing.M) {
-	if cfg := os.Getenv(earlyEnv); cfg != "" {
-		os.Exit(runEarlyHelper(cfg, os.Stdin, os.Stdout, os.Stderr))
-	}
-	os.Exit(m.Run())
-}
 
 // earlyConfig is what BenchmarkSurge tells its early-client process.
 type earlyConfig struct {
-	Dir       string `json:"dir"`
 	Boot      string `json:"boot"`
 	Supernode string `json:"supernode"`
 	Policy    string `json:"policy"`
@@ -112,12 +102,13 @@ func runEarlyHelper(cfgJSON string, in io.Reader, out, errOut io.Writer) int {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	nodes, _, err := startClients(ctx, cfg.Dir, cfg.Boot, cfg.Policy, cfg.First, cfg.Count, obs, nil)
-	defer closeAll(nodes)
+	net, err := startSurgeClients(ctx, cfg.Boot, cfg.Policy, cfg.First, cfg.Count, obs, nil)
 	if err != nil {
 		emit(earlyLine{Ev: "err", Msg: err.Error()})
 		return 1
 	}
+	defer net.Close()
+	nodes := net.Clients()
 	ok := func(n *node.Node) bool {
 		st := n.Status()
 		return st.Attachment != nil && st.Attachment.Supernode == cfg.Supernode && st.Failovers == 0
@@ -176,7 +167,7 @@ type earlyProc struct {
 // returns once every one is attached to the supernode snID.
 func startEarly(ctx context.Context, b *testing.B, lp launcher, dir, boot, snID, policy string, first, count int, rec *surgeRecorder) *earlyProc {
 	b.Helper()
-	cfg, err := json.Marshal(earlyConfig{Dir: dir, Boot: boot, Supernode: snID, Policy: policy, First: first, Count: count})
+	cfg, err := json.Marshal(earlyConfig{Boot: boot, Supernode: snID, Policy: policy, First: first, Count: count})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,14 +1,11 @@
 package testnet
 
 import (
-	"bufio"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -189,10 +186,6 @@ func (d *daemon) get(ctx context.Context, path string) (io.ReadCloser, error) {
 	return resp.Body, nil
 }
 
-// promSample is one reading of a /metrics page: series (name with its
-// labels, as exposed) to value.
-type promSample map[string]float64
-
 // Series the benchmark reads.
 const (
 	seriesHeap       = "go_memstats_heap_alloc_bytes"
@@ -211,25 +204,8 @@ func (d *daemon) scrape(ctx context.Context) (promSample, error) {
 		return nil, err
 	}
 	defer body.Close()
-	s := promSample{}
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics: %q: %v", line, err)
-		}
-		s[line[:i]] = v
-	}
-	if err := sc.Err(); err != nil {
+	s, err := parseProm(body)
+	if err != nil {
 		return nil, err
 	}
 	if _, ok := s[seriesHeap]; !ok {
@@ -256,69 +232,6 @@ func (d *daemon) settled(ctx context.Context, profile string) (promSample, error
 		}
 	}
 	return d.scrape(ctx)
-}
-
-// saveReport copies r to $OVERLAYD_REPORT_DIR/name when keep is true and
-// the variable is set, and otherwise drains it.
-func saveReport(name string, r io.Reader, keep bool) error {
-	dir := os.Getenv("OVERLAYD_REPORT_DIR")
-	if !keep || dir == "" {
-		_, err := io.Copy(io.Discard, r)
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	f, err := os.Create(filepath.Join(dir, name))
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// histogram returns the cumulative buckets of a Prometheus histogram, by
-// upper bound, in increasing order.
-func (s promSample) histogram(name string) []histBucket {
-	var out []histBucket
-	prefix := name + `_bucket{le="`
-	for k, v := range s {
-		if !strings.HasPrefix(k, prefix) {
-			continue
-		}
-		le, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimPrefix(k, prefix), `"}`), 64)
-		if err != nil {
-			continue
-		}
-		out = append(out, histBucket{le, v})
-	}
-	slices.SortFunc(out, func(x, y histBucket) int { return cmp.Compare(x.le, y.le) })
-	return out
-}
-
-type histBucket struct{ le, count float64 }
-
-// histQuantile returns the upper bound of the bucket holding quantile q of
-// the observations made between two readings of the same cumulative
-// histogram (+Inf if beyond the last finite bound, 0 without observations),
-// and their number.
-func histQuantile(from, to []histBucket, q float64) (bound float64, n int) {
-	if len(to) == 0 || len(from) != len(to) {
-		return 0, 0
-	}
-	total := to[len(to)-1].count - from[len(from)-1].count
-	if total <= 0 {
-		return 0, 0
-	}
-	for i := range to {
-		if to[i].count-from[i].count >= q*total {
-			return to[i].le, int(total)
-		}
-	}
-	return math.Inf(1), int(total)
 }
 
 func tail(path string, n int64) string {

@@ -1,14 +1,9 @@
 package testnet
 
 import (
-	"encoding/json"
 	"maps"
 	"math"
-	"os"
-	"path/filepath"
-	"runtime/metrics"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,9 +44,9 @@ type surgeReport struct {
 	Errors int `json:"errors"`
 	// BusyServer is the supernode's own count of refusals in the window
 	// (overlayd_supernode_semaphore_refused_total delta), a cross-check.
-	BusyServer    int         `json:"busy_server"`
-	BusyPerSec    float64     `json:"busy_per_s"`
-	BusyLatencyMs percentiles `json:"busy_latency_ms"`
+	BusyServer    int     `json:"busy_server"`
+	BusyPerSec    float64 `json:"busy_per_s"`
+	BusyLatencyMs dist    `json:"busy_latency_ms"`
 
 	// Attempts per 100 ms window from the start of the surge, by the time
 	// the answer (or error) arrived. Peak and the mean over windows with
@@ -70,9 +65,9 @@ type surgeReport struct {
 
 	// The early-client process's keepalive round trips before and during
 	// the surge (from its nodes' observer events, exact).
-	KeepaliveBeforeMs percentiles `json:"keepalive_before_ms"`
-	KeepaliveDuringMs percentiles `json:"keepalive_during_ms"`
-	KeepaliveP99Ratio float64     `json:"keepalive_p99_ratio"`
+	KeepaliveBeforeMs dist    `json:"keepalive_before_ms"`
+	KeepaliveDuringMs dist    `json:"keepalive_during_ms"`
+	KeepaliveP99Ratio float64 `json:"keepalive_p99_ratio"`
 	// ProbeKeepalive is the same for the early clients that run as their
 	// own processes, outside the surge clients' process: p99 is the upper
 	// bound of the overlayd_client_keepalive_rtt_seconds bucket holding it
@@ -114,10 +109,10 @@ type surgeReport struct {
 	// first attempt (the surge's connection setup is over; only refusals
 	// remain). Diagnostics, with the early clients' keepalive p99 per
 	// second of the surge.
-	SteadyFromSeconds   float64     `json:"steady_from_seconds"`
-	KeepaliveSteadyMs   percentiles `json:"keepalive_steady_ms"`
-	BusyLatencySteadyMs percentiles `json:"busy_latency_steady_ms"`
-	KeepaliveP99PerSec  []float64   `json:"keepalive_p99_ms_per_s"`
+	SteadyFromSeconds   float64   `json:"steady_from_seconds"`
+	KeepaliveSteadyMs   dist      `json:"keepalive_steady_ms"`
+	BusyLatencySteadyMs dist      `json:"busy_latency_steady_ms"`
+	KeepaliveP99PerSec  []float64 `json:"keepalive_p99_ms_per_s"`
 	// KeepaliveTrace is every early-client keepalive from the baseline
 	// to the end of the surge: [ms from the surge's start (negative
 	// before it) when the pong arrived, round trip in ms].
@@ -136,13 +131,6 @@ type surgeRepeat struct {
 	AfterOverBefore     float64 `json:"heap_after_over_before"`
 	GoroutinesDuring    float64 `json:"goroutines_during_max"`
 	MaxAttached         int     `json:"max_attached"`
-}
-
-type percentiles struct {
-	N   int     `json:"n"`
-	P50 float64 `json:"p50"`
-	P99 float64 `json:"p99"`
-	Max float64 `json:"max"`
 }
 
 type triple struct {
@@ -239,7 +227,7 @@ func (r *surgeReport) summarize(rec *surgeRecorder, before0, before1, t0, t1 tim
 			busySteady = append(busySteady, a.latency)
 		}
 	}
-	r.BusyLatencySteadyMs = pct(busySteady)
+	r.BusyLatencySteadyMs = distMs(busySteady)
 	r.PerWindow = all
 	r.Peak100ms, r.MeanOccupied = peakMean(all)
 	r.PeakRetry100ms, r.MeanRetryOccupied = peakMean(retries)
@@ -253,7 +241,7 @@ func (r *surgeReport) summarize(rec *surgeRecorder, before0, before1, t0, t1 tim
 	}
 	r.FirstWaveSpanMs = ms(first1.Sub(first0))
 	r.BusyPerSec = float64(r.Busy) / r.SurgeSeconds
-	r.BusyLatencyMs = pct(busyLat)
+	r.BusyLatencyMs = distMs(busyLat)
 
 	var kaBefore, kaDuring, kaSteady []time.Duration
 	perSec := make([][]time.Duration, int(t1.Sub(t0)/time.Second)+1)
@@ -273,9 +261,9 @@ func (r *surgeReport) summarize(rec *surgeRecorder, before0, before1, t0, t1 tim
 			}
 		}
 	}
-	r.KeepaliveBeforeMs, r.KeepaliveDuringMs, r.KeepaliveSteadyMs = pct(kaBefore), pct(kaDuring), pct(kaSteady)
+	r.KeepaliveBeforeMs, r.KeepaliveDuringMs, r.KeepaliveSteadyMs = distMs(kaBefore), distMs(kaDuring), distMs(kaSteady)
 	for _, ds := range perSec {
-		r.KeepaliveP99PerSec = append(r.KeepaliveP99PerSec, pct(ds).P99)
+		r.KeepaliveP99PerSec = append(r.KeepaliveP99PerSec, distMs(ds).P99)
 	}
 	r.KeepaliveP99Ratio = ratio(r.KeepaliveDuringMs.P99, r.KeepaliveBeforeMs.P99)
 	r.Targets = surgeTargets{
@@ -300,19 +288,6 @@ func peakMean(ws []int) (peak int, mean float64) {
 		return 0, 0
 	}
 	return peak, float64(total) / float64(occupied)
-}
-
-// pct returns nearest-rank percentiles in milliseconds.
-func pct(ds []time.Duration) percentiles {
-	if len(ds) == 0 {
-		return percentiles{}
-	}
-	slices.Sort(ds)
-	at := func(p float64) float64 {
-		i := int(math.Ceil(p*float64(len(ds)))) - 1
-		return ms(ds[min(max(i, 0), len(ds)-1)])
-	}
-	return percentiles{N: len(ds), P50: at(0.50), P99: at(0.99), Max: ms(ds[len(ds)-1])}
 }
 
 // probeP99 returns the p99 bucket bound, in milliseconds, of the probes'
@@ -343,108 +318,6 @@ func mergeHist(ss []promSample) []histBucket {
 		}
 	}
 	return out
-}
-
-// runtimeStats is a reading of this process's scheduler and GC counters.
-type runtimeStats struct {
-	sched    *metrics.Float64Histogram
-	gcCycles uint64
-	cpu      time.Duration
-}
-
-func readRuntimeStats() runtimeStats {
-	ss := []metrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/gc/cycles/total:gc-cycles"}}
-	metrics.Read(ss)
-	var st runtimeStats
-	if ss[0].Value.Kind() == metrics.KindFloat64Histogram {
-		st.sched = ss[0].Value.Float64Histogram()
-	}
-	if ss[1].Value.Kind() == metrics.KindUint64 {
-		st.gcCycles = ss[1].Value.Uint64()
-	}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		st.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	return st
-}
-
-// schedP99Ms returns the p99 scheduling latency between two readings, as
-// the upper bound of its bucket, in milliseconds.
-func schedP99Ms(from, to runtimeStats) float64 {
-	if from.sched == nil || to.sched == nil || len(from.sched.Counts) != len(to.sched.Counts) {
-		return 0
-	}
-	var total uint64
-	for i := range to.sched.Counts {
-		total += to.sched.Counts[i] - from.sched.Counts[i]
-	}
-	if total == 0 {
-		return 0
-	}
-	var cum uint64
-	for i := range to.sched.Counts {
-		cum += to.sched.Counts[i] - from.sched.Counts[i]
-		if float64(cum) >= 0.99*float64(total) {
-			hi := to.sched.Buckets[i+1]
-			if math.IsInf(hi, 1) {
-				hi = to.sched.Buckets[i]
-			}
-			return hi * 1000
-		}
-	}
-	return 0
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// ratio returns a/b, or 0 when b is 0 (JSON has no infinity).
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return a / b
-}
-
-// writeSurgeJSON writes v to $OVERLAYD_REPORT_DIR/name when the variable is
-// set, and appends it as one line to surge-runs.jsonl there, so that a
-// -count=N run keeps every run for medians.
-func writeSurgeJSON(b *testing.B, name string, v any) {
-	b.Helper()
-	dir := os.Getenv("OVERLAYD_REPORT_DIR")
-	if dir == "" {
-		return
-	}
-	buf, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		b.Errorf("report: %v", err)
-		return
-	}
-	line, err := json.Marshal(map[string]any{"file": name, "report": v})
-	if err != nil {
-		b.Errorf("report: %v", err)
-		return
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		b.Errorf("report: %v", err)
-		return
-	}
-	if err := os.WriteFile(filepath.Join(dir, name), append(buf, '\n'), 0o644); err != nil {
-		b.Errorf("report: %v", err)
-		return
-	}
-	f, err := os.OpenFile(filepath.Join(dir, "surge-runs.jsonl"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		b.Errorf("report: %v", err)
-		return
-	}
-	_, err = f.Write(append(line, '\n'))
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		b.Errorf("report: %v", err)
-	}
 }
 
 func TestParseCPUList(t *testing.T) {

@@ -2,17 +2,14 @@ package testnet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node"
@@ -78,13 +75,8 @@ func surgeScaleFor(b *testing.B) surgeScale {
 	sc := surgeScale{Capacity: 5, Baseline: 6 * time.Second, Surge: 6 * time.Second, Settle: 2 * time.Second}
 	if !testing.Short() && os.Getenv("OVERLAYD_SURGE") == "1" {
 		sc = surgeScale{Capacity: 25, Baseline: 15 * time.Second, Surge: 15 * time.Second, Settle: 3 * time.Second, Full: true}
-		if s := os.Getenv("OVERLAYD_SURGE_CAPACITY"); s != "" {
-			c, err := strconv.Atoi(s)
-			if err != nil || c < 2 || c > 90 {
-				b.Fatalf("OVERLAYD_SURGE_CAPACITY=%q: want 2..90 (21×C client nodes must fit one process)", s)
-			}
-			sc.Capacity = c
-		}
+		// 21×C client nodes must fit one process.
+		envInt(b, "OVERLAYD_SURGE_CAPACITY", &sc.Capacity, 2, 90)
 	}
 	sc.Gated = os.Getenv("OVERLAYD_SURGE_GATE") == "1"
 	sc.Repeat = os.Getenv("OVERLAYD_SURGE_REPEAT") == "1"
@@ -218,7 +210,7 @@ func compareSurge(b *testing.B, sc surgeScale, j, f *surgeReport) {
 		BusyPerSecFixed:  f.BusyPerSec,
 	}
 	c.TargetPeak5xLower = c.PeakRatio >= 5
-	writeSurgeJSON(b, "surge-compare.json", c)
+	writeReport(b, "surge-runs.jsonl", "surge-compare.json", c)
 	b.ReportMetric(c.PeakRatio, "peak-fixed/jitter")
 	b.ReportMetric(c.PeakRetryRatio, "retry-peak-fixed/jitter")
 	b.ReportMetric(c.PeakSteadyRatio, "steady-peak-fixed/jitter")
@@ -287,7 +279,7 @@ func (r *surgeRecorder) setRecording(on bool) {
 }
 
 // policyShipped is policy=jitter with the node's shipped retry defaults,
-// as startClients is told under OVERLAYD_SURGE_RETRY=shipped.
+// as startSurgeClients is told under OVERLAYD_SURGE_RETRY=shipped.
 const policyShipped = "jitter-shipped"
 
 // clientPolicy is the policy the clients of a run are started with.
@@ -298,110 +290,37 @@ func (sc surgeScale) clientPolicy(policy string) string {
 	return policy
 }
 
-// surgeClient starts one in-process ordinary node bootstrapping through the
-// supernode, configured as testnet.startNode does.
-func surgeClient(ctx context.Context, dir, boot, policy string, i int, obs func(client.Event), gate <-chan struct{}) (*node.Node, error) {
-	c := node.DefaultConfig()
-	c.DataDir = filepath.Join(dir, fmt.Sprintf("c%d", i))
-	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	c.APIListen = node.APIOff
-	c.Role = node.RoleOrdinary
-	c.Bootstrap = []string{boot}
-	c.AnnounceInterval = time.Second
-	if policy != policyShipped {
-		c.RetryBase = 500 * time.Millisecond
-		c.RetryMax = 4 * time.Second
-	}
-	c.ReturnInterval = time.Hour
-	opts := []node.Option{node.WithSeed(surgeSeed + uint64(i)), node.WithObserver(obs)}
-	if policy == "fixed" {
-		// The naive client: a fixed retry interval equal to the
-		// retry-after, and no stagger of its first pass or failovers.
-		opts = append(opts, node.WithoutJitterForTest(surgeRetryAfter))
-	}
-	if gate != nil {
-		opts = append(opts, node.WithAttachGateForTest(gate))
-	}
-	// Loopback peers reach each other directly: no relay reservations.
-	n, err := node.New(c, append(opts, node.WithReachability(network.ReachabilityPublic))...)
-	if err != nil {
-		return nil, err
-	}
-	if err := n.Start(ctx); err != nil {
-		n.Close()
-		return nil, fmt.Errorf("start client %d: %w", i, err)
-	}
-	return n, nil
-}
-
-// startClients starts count clients, numbered from first, concurrently. It
-// returns them (nil where a start failed), the time the last start
-// returned, and the start errors.
-func startClients(ctx context.Context, dir, boot, policy string, first, count int, obs func(client.Event), gate <-chan struct{}) ([]*node.Node, time.Time, error) {
-	nodes := make([]*node.Node, count)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		last time.Time
-		errs []error
-	)
-	for i := range count {
-		wg.Go(func() {
-			n, err := surgeClient(ctx, dir, boot, policy, first+i, obs, gate)
-			mu.Lock()
-			defer mu.Unlock()
-			nodes[i], last = n, time.Now()
-			if err != nil {
-				errs = append(errs, err)
+// startSurgeClients starts count in-process ordinary nodes, numbered from
+// first, all at once: a testnet network of clients only, bootstrapping
+// through the supernode at boot (another process). obs observes every one
+// of them and gate, if not nil, holds their first attach. Client first+i
+// gets the node seed surgeSeed+first+i in both policies, so that the two
+// runs draw the same jitter streams, and an identity derived from
+// surgeSeed+first, so that batches never share a peer ID. It returns once
+// every start has returned; the caller closes the network.
+func startSurgeClients(ctx context.Context, boot, policy string, first, count int, obs func(client.Event), gate <-chan struct{}) (*Network, error) {
+	cfg := Config{
+		Clients: count, Bootstrap: []string{boot}, NoGroup: true, StartParallel: count,
+		AnnounceInterval: time.Second, ReturnInterval: time.Hour,
+		Seed: surgeSeed + uint64(first),
+		Options: func(s Slot) []node.Option {
+			opts := []node.Option{node.WithSeed(surgeSeed + uint64(first+s.Index)), node.WithObserver(obs)}
+			if policy == "fixed" {
+				// The naive client: a fixed retry interval equal to the
+				// retry-after, and no stagger of its first pass or
+				// failovers.
+				opts = append(opts, node.WithoutJitterForTest(surgeRetryAfter))
 			}
-		})
+			if gate != nil {
+				opts = append(opts, node.WithAttachGateForTest(gate))
+			}
+			return opts
+		},
 	}
-	wg.Wait()
-	return nodes, last, errors.Join(errs...)
-}
-
-// closeAll closes nodes concurrently.
-func closeAll(nodes []*node.Node) {
-	var wg sync.WaitGroup
-	for _, n := range nodes {
-		if n != nil {
-			wg.Go(func() { _ = n.Close() })
-		}
+	if policy != policyShipped {
+		cfg.RetryBase, cfg.RetryMax = 500*time.Millisecond, 4*time.Second
 	}
-	wg.Wait()
-}
-
-// waitFor waits, polling every tick, until cond holds or d has passed.
-func waitFor(ctx context.Context, d, tick time.Duration, cond func() bool) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	return poll(ctx, tick, cond)
-}
-
-// envDuration sets *d from the environment variable name, if set, failing
-// the benchmark when it is not a duration within [lo, hi].
-func envDuration(b *testing.B, name string, lo, hi time.Duration, d *time.Duration) {
-	b.Helper()
-	s := os.Getenv(name)
-	if s == "" {
-		return
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil || v < lo || v > hi {
-		b.Fatalf("%s=%q: want a duration within [%v, %v]", name, s, lo, hi)
-	}
-	*d = v
-}
-
-// pause waits d, or until ctx ends: a measurement window, not a wait for
-// an event.
-func pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
+	return Start(ctx, cfg)
 }
 
 // probeSet are the early clients that run as their own processes.
@@ -477,9 +396,9 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 	}
 	// One keepalive interval for the sessions to settle, then the window.
 	pause(ctx, time.Second)
-	before0, pb0, rt0 := time.Now(), probes.scrape(ctx, b), readRuntimeStats()
+	before0, pb0, rt0 := time.Now(), probes.scrape(ctx, b), markRuntime()
 	pause(ctx, sc.Baseline)
-	before1, pb1, rt1 := time.Now(), probes.scrape(ctx, b), readRuntimeStats()
+	before1, pb1, rt1 := time.Now(), probes.scrape(ctx, b), markRuntime()
 	base, err := sn.settled(ctx, "surge-"+policy+"-heap-before.pb.gz")
 	if err != nil {
 		b.Fatalf("supernode baseline: %v", err)
@@ -495,27 +414,29 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 	// start and connect first and all send their first attach in the
 	// same instant when the gate opens.
 	type started struct {
-		nodes []*node.Node
-		last  time.Time
-		err   error
+		net  *Network // nil if a start failed
+		last time.Time
+		err  error
 	}
 	startedC := make(chan started, 1)
 	var gate chan struct{}
 	if sc.Gated {
 		gate = make(chan struct{})
-		nodes, last, err := startClients(ctx, dir, boot, sc.clientPolicy(policy), C, surgeFactor*C, rec.observer(false), gate)
-		startedC <- started{nodes, last, err}
-		atGate(ctx, b, nodes, "surge clients")
+		net, err := startSurgeClients(ctx, boot, sc.clientPolicy(policy), C, surgeFactor*C, rec.observer(false), gate)
+		startedC <- started{net, time.Now(), err}
+		if net != nil {
+			atGate(ctx, b, net.Clients(), "surge clients")
+		}
 	}
-	s0, pd0, rt2 := mustScrape(ctx, b, sn), probes.scrape(ctx, b), readRuntimeStats()
+	s0, pd0, rt2 := mustScrape(ctx, b, sn), probes.scrape(ctx, b), markRuntime()
 	rec.setRecording(true)
 	t0 := time.Now()
 	if sc.Gated {
 		close(gate)
 	} else {
 		go func() {
-			nodes, last, err := startClients(ctx, dir, boot, sc.clientPolicy(policy), C, surgeFactor*C, rec.observer(false), nil)
-			startedC <- started{nodes, last, err}
+			net, err := startSurgeClients(ctx, boot, sc.clientPolicy(policy), C, surgeFactor*C, rec.observer(false), nil)
+			startedC <- started{net, time.Now(), err}
 		}()
 	}
 	var surge *started
@@ -524,7 +445,9 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 			st := <-startedC
 			surge = &st
 		}
-		closeAll(surge.nodes)
+		if surge.net != nil {
+			surge.net.Close()
+		}
 	})
 
 	lost := map[int]bool{} // early clients by index; probes from -1 down
@@ -547,12 +470,13 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 	})
 	rec.setRecording(false)
 	t1 := time.Now()
-	final, pd1, rt3 := mustScrape(ctx, b, sn), probes.scrape(ctx, b), readRuntimeStats()
+	final, pd1, rt3 := mustScrape(ctx, b, sn), probes.scrape(ctx, b), markRuntime()
 	r.BusyServer = int(final[seriesRefused] - s0[seriesRefused])
 	r.NumCPU = runtime.NumCPU()
 	r.SupernodeCPUCores = (final[seriesCPU] - s0[seriesCPU]) / t1.Sub(t0).Seconds()
 	r.ClientCPUCores = (rt3.cpu - rt2.cpu).Seconds() / t1.Sub(t0).Seconds()
-	r.ClientSchedP99BeforeMs, r.ClientSchedP99DuringMs = schedP99Ms(rt0, rt1), schedP99Ms(rt2, rt3)
+	r.ClientSchedP99BeforeMs = 1000 * runtimeQuantile(rt0.sched, rt1.sched, 0.99)
+	r.ClientSchedP99DuringMs = 1000 * runtimeQuantile(rt2.sched, rt3.sched, 0.99)
 	r.ClientGCCycles = rt3.gcCycles - rt2.gcCycles
 	r.ClientGoroutines = runtime.NumGoroutine()
 	r.EarlyLost = len(lost)
@@ -577,7 +501,7 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 
 	// After: the surge leaves; the supernode must give its memory back.
 	b.StopTimer()
-	closeAll(surge.nodes)
+	surge.net.Close()
 	pause(ctx, sc.Settle)
 	after, err := sn.settled(ctx, "surge-"+policy+"-heap-after.pb.gz")
 	if err != nil {
@@ -586,7 +510,7 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 	r.HeapBytes.After, r.Goroutines.After = after[seriesHeap], after[seriesGoroutines]
 	r.HeapAfterOverBefore = ratio(after[seriesHeap], base[seriesHeap])
 	if sc.Repeat {
-		r.Repeat = repeatSurge(ctx, b, sn, dir, boot, sc, policy, base, after)
+		r.Repeat = repeatSurge(ctx, b, sn, boot, sc, policy, base, after)
 	}
 	if err := early.stop(); err != nil {
 		b.Error(err)
@@ -608,7 +532,7 @@ func runSurge(b *testing.B, bin string, sc surgeScale, policy string) *surgeRepo
 			break
 		}
 	}
-	writeSurgeJSON(b, "surge-"+policy+".json", r)
+	writeReport(b, "surge-runs.jsonl", "surge-"+policy+".json", r)
 	logSurge(b, r)
 	if r.SurgeAccepted > r.SessionEnds {
 		b.Errorf("surge clients got %d ACCEPTs but only %d sessions ended: the supernode held more than %d", r.SurgeAccepted, r.SessionEnds, C)
@@ -673,24 +597,24 @@ func atGate(ctx context.Context, b *testing.B, nodes []*node.Node, what string) 
 // first surge left and the second reuses instead of adding to is a
 // high-water mark (the Go runtime keeps every goroutine descriptor it ever
 // allocated), not a leak.
-func repeatSurge(ctx context.Context, b *testing.B, sn *daemon, dir, boot string, sc surgeScale, policy string, base, after1 promSample) *surgeRepeat {
+func repeatSurge(ctx context.Context, b *testing.B, sn *daemon, boot string, sc surgeScale, policy string, base, after1 promSample) *surgeRepeat {
 	b.Helper()
 	C := sc.Capacity
 	gate := make(chan struct{})
 	var rec surgeRecorder // attempts are not recorded: only memory is measured
-	nodes, _, err := startClients(ctx, dir, boot, sc.clientPolicy(policy), C+surgeFactor*C, surgeFactor*C, rec.observer(false), gate)
-	defer closeAll(nodes)
+	net, err := startSurgeClients(ctx, boot, sc.clientPolicy(policy), C+surgeFactor*C, surgeFactor*C, rec.observer(false), gate)
 	if err != nil {
 		b.Fatalf("second surge: %v", err)
 	}
-	atGate(ctx, b, nodes, "second surge clients")
+	defer net.Close()
+	atGate(ctx, b, net.Clients(), "second surge clients")
 	rp := &surgeRepeat{GoroutinesDuring: base[seriesGoroutines]}
 	close(gate)
 	sampleSurge(ctx, b, sn, sc, "second surge", func(s promSample) {
 		rp.MaxAttached = max(rp.MaxAttached, int(s[seriesAttached]))
 		rp.GoroutinesDuring = max(rp.GoroutinesDuring, s[seriesGoroutines])
 	})
-	closeAll(nodes)
+	net.Close()
 	pause(ctx, sc.Settle)
 	after2, err := sn.settled(ctx, "surge-"+policy+"-heap-after2.pb.gz")
 	if err != nil {

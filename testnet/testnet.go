@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,80 +20,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/protocol"
 )
-
-// Config sizes a network and sets its nodes' timing.
-type Config struct {
-	Supernodes int
-	Clients    int
-	// Megas are operator-seeded mega-supernodes: they run as small regular
-	// supernodes (capacity 1) until PromoteMegas gives them certificates of
-	// MegaCapacity.
-	Megas        int
-	Capacity     int
-	MegaCapacity int
-
-	AnnounceInterval time.Duration
-	Keepalive        time.Duration
-	BusyRetryAfter   time.Duration
-	RetryBase        time.Duration
-	RetryMax         time.Duration
-	ReturnInterval   time.Duration
-	DrainPeriod      time.Duration
-
-	// Seed drives every random choice of the network: identities, the
-	// nodes' jitter, which supernodes a scenario kills.
-	Seed uint64
-	// NoJitter gives the clients the naive retry policy (fixed intervals,
-	// no stagger), to show what the storm scenario guards against.
-	NoJitter bool
-	// Logger receives the nodes' logs (default: discarded).
-	Logger *slog.Logger
-}
-
-// DefaultConfig is the network of the README's quick start: a few dozen
-// nodes with fast timing, so that every scenario runs in under a minute.
-func DefaultConfig() Config {
-	return Config{
-		Supernodes: 6, Clients: 30, Megas: 1, Capacity: 10, MegaCapacity: 40,
-		AnnounceInterval: 500 * time.Millisecond,
-		Keepalive:        500 * time.Millisecond,
-		BusyRetryAfter:   500 * time.Millisecond,
-		RetryBase:        250 * time.Millisecond,
-		RetryMax:         2 * time.Second,
-		ReturnInterval:   2 * time.Second,
-		DrainPeriod:      2 * time.Second,
-		Seed:             1,
-	}
-}
-
-// MaxNodes is the most nodes Validate accepts in one process.
-const MaxNodes = 2000
-
-// Validate checks the sizes; the node settings are checked by each node.
-func (c Config) Validate() error {
-	switch {
-	case c.Supernodes < 1:
-		return fmt.Errorf("testnet: --supernodes %d: need at least 1", c.Supernodes)
-	case c.Clients < 0:
-		return fmt.Errorf("testnet: --clients %d: must not be negative", c.Clients)
-	case c.Megas < 0:
-		return fmt.Errorf("testnet: --megas %d: must not be negative", c.Megas)
-	case c.Supernodes+c.Clients+c.Megas > MaxNodes:
-		return fmt.Errorf("testnet: %d nodes: at most %d fit one process on this class of machine", c.Supernodes+c.Clients+c.Megas, MaxNodes)
-	case c.Capacity < 1:
-		return fmt.Errorf("testnet: --capacity %d: need at least 1", c.Capacity)
-	case c.Megas > 0 && c.MegaCapacity < 1:
-		return fmt.Errorf("testnet: --mega-capacity %d: need at least 1", c.MegaCapacity)
-	case c.AnnounceInterval < 50*time.Millisecond:
-		return fmt.Errorf("testnet: --interval %v: at least 50ms", c.AnnounceInterval)
-	}
-	return nil
-}
 
 // Kinds of member.
 const (
@@ -104,11 +37,15 @@ const (
 // member is one slot of the network: a name and identity that survive
 // restarts, and the node running in it (nil while down).
 type member struct {
-	name string
-	kind string
-	key  crypto.PrivKey
-	seed uint64
-	side int // partition side, 0 or 1
+	name  string
+	kind  string
+	key   crypto.PrivKey
+	seed  uint64
+	side  int // partition side, 0 or 1
+	index int // number within its kind
+	lives int // nodes started in this slot so far
+
+	reg *prometheus.Registry // the running node's, with Config.Registries
 
 	node *node.Node
 	lis  *client.Listener
@@ -167,7 +104,7 @@ func Start(ctx context.Context, cfg Config) (*Network, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &Network{cfg: cfg, dir: dir, log: cfg.Logger, gate: newPartition(), t0: time.Now(),
+	n := &Network{cfg: cfg, dir: dir, log: cfg.Logger, gate: newPartition(), t0: time.Now(), boot: slices.Clone(cfg.Bootstrap),
 		rng:      rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15)),
 		attempts: &attemptLog{}, groupSeen: map[string]seqPos{}}
 	if n.log == nil {
@@ -184,7 +121,7 @@ func Start(ctx context.Context, cfg Config) (*Network, error) {
 		return nil, err
 	}
 	for i := range cfg.Supernodes {
-		m, err := n.newMember(KindSupernode, i, cfg.Supernodes)
+		m, err := n.newMember(KindSupernode, i, cfg.Supernodes, nil)
 		if err != nil {
 			return fail(err)
 		}
@@ -192,12 +129,12 @@ func Start(ctx context.Context, cfg Config) (*Network, error) {
 			return fail(err)
 		}
 		// The first supernode of each side is everyone's bootstrap peer.
-		if i == 0 || i == cfg.Supernodes/2 && cfg.Supernodes > 1 {
+		if i == 0 || i == cfg.Supernodes/2 && cfg.Supernodes > 1 && !cfg.SingleBootstrap {
 			n.boot = append(n.boot, fmt.Sprintf("%s/p2p/%s", m.node.Host().Addrs()[0], m.node.ID()))
 		}
 	}
 	for i := range cfg.Megas {
-		m, err := n.newMember(KindMega, i, cfg.Megas)
+		m, err := n.newMember(KindMega, i, cfg.Megas, nil)
 		if err != nil {
 			return fail(err)
 		}
@@ -205,7 +142,7 @@ func Start(ctx context.Context, cfg Config) (*Network, error) {
 			return fail(err)
 		}
 	}
-	if err := n.startClients(ctx, 0, cfg.Clients, nil); err != nil {
+	if _, err := n.startClients(ctx, 0, cfg.Clients, nil, nil); err != nil {
 		return fail(err)
 	}
 	return n, nil
@@ -218,9 +155,17 @@ func deriveKey(seed uint64, kind string, i int) (crypto.PrivKey, error) {
 	return crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(h[:]))
 }
 
-// newMember makes slot i of kind (of total) and registers it.
-func (n *Network) newMember(kind string, i, total int) (*member, error) {
-	key, err := deriveKey(n.cfg.Seed, kind, i)
+// newMember makes slot i of kind (of total) and registers it; key, if not
+// nil, is its identity.
+func (n *Network) newMember(kind string, i, total int, key crypto.PrivKey) (*member, error) {
+	var err error
+	switch {
+	case key != nil:
+	case n.cfg.Identity != nil:
+		key, err = n.cfg.Identity(kind, i)
+	default:
+		key, err = deriveKey(n.cfg.Seed, kind, i)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -229,31 +174,47 @@ func (n *Network) newMember(kind string, i, total int) (*member, error) {
 	if i >= (total+1)/2 && total > 1 {
 		side = 1
 	}
-	m := &member{name: name, kind: kind, key: key, seed: n.cfg.Seed ^ uint64(len(kind))<<56 ^ uint64(i), side: side}
+	m := &member{name: name, kind: kind, key: key, seed: n.cfg.Seed ^ uint64(len(kind))<<56 ^ uint64(i), side: side, index: i}
 	n.mu.Lock()
 	n.members = append(n.members, m)
 	n.mu.Unlock()
 	return m, nil
 }
 
-// startClients starts clients first..first+count-1 in parallel.
-func (n *Network) startClients(ctx context.Context, first, count int, gate <-chan struct{}) error {
+// startClients starts clients first..first+count-1, Config.StartParallel
+// at a time, and returns them in slot order (nil where a start failed);
+// keys[i], where given and not nil, is client first+i's identity.
+func (n *Network) startClients(ctx context.Context, first, count int, keys []crypto.PrivKey, gate <-chan struct{}) ([]*node.Node, error) {
+	out := make([]*node.Node, count)
 	errs := make([]error, count)
-	sem := make(chan struct{}, 16)
+	par := n.cfg.StartParallel
+	if par <= 0 {
+		par = defaultStartParallel
+	}
+	sem := make(chan struct{}, par)
 	var wg sync.WaitGroup
 	for i := range count {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			m, err := n.newMember(KindClient, first+i, first+count)
+			var key crypto.PrivKey
+			if i < len(keys) {
+				key = keys[i]
+			}
+			m, err := n.newMember(KindClient, first+i, first+count, key)
 			if err == nil {
 				err = n.startMember(ctx, m, gate)
+			}
+			if err == nil {
+				n.mu.Lock()
+				out[i] = m.node
+				n.mu.Unlock()
 			}
 			errs[i] = err
 		})
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return out, errors.Join(errs...)
 }
 
 func (n *Network) config(m *member) node.Config {
@@ -295,6 +256,14 @@ func (n *Network) startMember(ctx context.Context, m *member, gate <-chan struct
 		node.WithLogger(n.log.With("node", m.name)),
 		node.WithConnectionGater(n.gate.gaterFor(m)),
 	}
+	var reg *prometheus.Registry
+	if n.cfg.Registries {
+		reg = prometheus.NewRegistry()
+		opts = append(opts, node.WithRegistry(reg))
+	}
+	if n.cfg.PerMemberFanout && m.kind != KindClient {
+		opts = append(opts, node.WithPerMemberGroupFanoutForTest())
+	}
 	if m.kind == KindClient {
 		opts = append(opts, node.WithObserver(n.attempts.observe))
 		if n.cfg.NoJitter {
@@ -307,6 +276,13 @@ func (n *Network) startMember(ctx context.Context, m *member, gate <-chan struct
 	// Every node reaches every other directly on loopback: no node needs
 	// a relay reservation.
 	opts = append(opts, node.WithReachability(network.ReachabilityPublic))
+	n.mu.Lock()
+	slot := Slot{Kind: m.kind, Index: m.index, Name: m.name, Life: m.lives}
+	m.lives++
+	n.mu.Unlock()
+	if n.cfg.Options != nil {
+		opts = append(opts, n.cfg.Options(slot)...)
+	}
 	nd, err := node.New(n.config(m), opts...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", m.name, err)
@@ -314,19 +290,24 @@ func (n *Network) startMember(ctx context.Context, m *member, gate <-chan struct
 	n.mu.Lock()
 	n.started = append(n.started, nd)
 	n.mu.Unlock()
-	if err := nd.Start(ctx); err != nil {
+	if n.cfg.ProfileLabels {
+		pprof.Do(ctx, pprof.Labels(RoleLabel, m.kind), func(ctx context.Context) { err = nd.Start(ctx) })
+	} else {
+		err = nd.Start(ctx)
+	}
+	if err != nil {
 		return fmt.Errorf("start %s: %w", m.name, err)
 	}
 	n.gate.register(nd.ID(), m.side)
 	var lis *client.Listener
-	if m.kind == KindClient {
+	if m.kind == KindClient && !n.cfg.NoGroup {
 		lis = nd.Client().Listen()
 		if err := nd.Client().Join(GroupName); err != nil {
 			return fmt.Errorf("%s: join: %w", m.name, err)
 		}
 	}
 	n.mu.Lock()
-	m.node, m.lis = nd, lis
+	m.node, m.lis, m.reg = nd, lis, reg
 	n.mu.Unlock()
 	if lis != nil {
 		n.wg.Go(func() { n.count(m.name, lis) })
@@ -591,6 +572,41 @@ func (n *Network) stop(ms []*member, abrupt bool) []string {
 	return names
 }
 
+// Crash stops the running node nd at once, as a crash would (no departure
+// announcement), and marks its slot down; RestartSupernode or
+// RestartSupernodes start a supernode's slot again.
+func (n *Network) Crash(nd *node.Node) error {
+	n.mu.Lock()
+	var m *member
+	for _, x := range n.members {
+		if x.node == nd {
+			m = x
+		}
+	}
+	n.mu.Unlock()
+	if m == nil {
+		return errors.New("testnet: crash: not a running node of this network")
+	}
+	n.stop([]*member{m}, true)
+	return nil
+}
+
+// RestartSupernode starts regular supernode slot i (sn<i>) again with its
+// identity; the slot must be down.
+func (n *Network) RestartSupernode(ctx context.Context, i int) (*node.Node, error) {
+	for _, m := range n.membersOf(KindSupernode, false) {
+		if m.index == i {
+			if err := n.startMember(ctx, m, nil); err != nil {
+				return nil, err
+			}
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			return m.node, nil
+		}
+	}
+	return nil, fmt.Errorf("testnet: restart sn%d: no such stopped supernode", i)
+}
+
 // RestartSupernodes starts every stopped supernode again with its identity.
 func (n *Network) RestartSupernodes(ctx context.Context) ([]string, error) {
 	var names []string
@@ -607,6 +623,16 @@ func (n *Network) RestartSupernodes(ctx context.Context) ([]string, error) {
 
 // AddClients starts k new clients.
 func (n *Network) AddClients(ctx context.Context, k int) error {
+	_, err := n.StartClients(ctx, k, nil)
+	return err
+}
+
+// StartClients starts count new clients, Config.StartParallel at a time,
+// numbered after the existing ones, and returns them in order (nil where
+// a start failed, with the errors joined). keys[i], where given and not
+// nil, is the identity of the i-th new client. It does not wait for them
+// to attach.
+func (n *Network) StartClients(ctx context.Context, count int, keys []crypto.PrivKey) ([]*node.Node, error) {
 	n.mu.Lock()
 	first := 0
 	for _, m := range n.members {
@@ -615,7 +641,40 @@ func (n *Network) AddClients(ctx context.Context, k int) error {
 		}
 	}
 	n.mu.Unlock()
-	return n.startClients(ctx, first, k, nil)
+	return n.startClients(ctx, first, count, keys, nil)
+}
+
+// WaitRings waits until the ring of every running supernode holds every
+// running supernode (megas included), polling every 20 ms.
+func (n *Network) WaitRings(ctx context.Context) error {
+	var want, short int
+	err := poll(ctx, 20*time.Millisecond, func() bool {
+		sns := n.Supernodes()
+		want, short = len(sns), 0
+		for _, sn := range sns {
+			if r := sn.Ring(); r == nil || r.Len() != want {
+				short++
+			}
+		}
+		return short == 0
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d supernode rings do not hold all %d supernodes: %w", short, want, want, err)
+	}
+	return nil
+}
+
+// Registry returns the Prometheus registry of a running node of the
+// network, or nil without Config.Registries.
+func (n *Network) Registry(nd *node.Node) *prometheus.Registry {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, m := range n.members {
+		if m.node == nd {
+			return m.reg
+		}
+	}
+	return nil
 }
 
 // RemoveClients stops k running clients chosen by the seed, gracefully,
@@ -664,9 +723,7 @@ func (n *Network) PromoteMegas(ctx context.Context) ([]string, error) {
 		n.serial++
 		serial := n.serial
 		n.mu.Unlock()
-		now := time.Now()
-		raw, err := protocol.SealMegaCert(protocol.MegaCert{Subject: m.node.ID(), Capacity: uint32(n.cfg.MegaCapacity),
-			NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour), Serial: serial}, n.op)
+		raw, err := n.MegaCert(m.node, n.cfg.MegaCapacity, serial)
 		if err == nil {
 			_, err = m.node.Promote(ctx, raw)
 		}
@@ -677,6 +734,14 @@ func (n *Network) PromoteMegas(ctx context.Context) ([]string, error) {
 		names = append(names, m.name)
 	}
 	return names, errors.Join(errs...)
+}
+
+// MegaCert returns an operator certificate for nd of the given capacity
+// and serial number, valid from a minute ago for an hour.
+func (n *Network) MegaCert(nd *node.Node, capacity int, serial uint64) ([]byte, error) {
+	now := time.Now()
+	return protocol.SealMegaCert(protocol.MegaCert{Subject: nd.ID(), Capacity: uint32(capacity),
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour), Serial: serial}, n.op)
 }
 
 // DemoteMegas returns the megas to regular supernodes; they hand their
