@@ -398,7 +398,11 @@ func rawAttach(t *testing.T, sn *Node) (host.Host, network.Stream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	protocol.WriteFrame(s, &pb.AttachRequest{ProtocolVersion: protocol.Version, SessionSeq: 1})
+	claim, err := protocol.SignPresence(h.Peerstore().PrivKey(h.ID()), sn.ID(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	protocol.WriteFrame(s, &pb.AttachRequest{ProtocolVersion: protocol.Version, SessionSeq: 1, Presence: claim})
 	var resp pb.AttachResponse
 	if err := protocol.NewFrameReader(s, protocol.MaxSessionFrame).Read(&resp); err != nil || resp.GetStatus() != pb.AttachResponse_STATUS_ACCEPT {
 		t.Fatalf("attach: %v %v", resp.GetStatus(), err)

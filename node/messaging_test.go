@@ -224,7 +224,11 @@ func TestSlowRecipientDoesNotSlowOthers(t *testing.T) {
 
 	// The stalled member: attaches, joins, keeps pinging, never reads.
 	h, s := rawAttach(t, sn)
-	protocol.WriteFrame(s, &pb.SessionFrame{Kind: &pb.SessionFrame_GroupOp{GroupOp: &pb.GroupOp{Group: group, Join: true}}})
+	claim, err := protocol.SignMembership(h.Peerstore().PrivKey(h.ID()), protocol.Membership{Group: group, Supernode: sn.ID(), Join: true, Seq: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	protocol.WriteFrame(s, &pb.SessionFrame{Kind: &pb.SessionFrame_GroupOp{GroupOp: &pb.GroupOp{Group: group, Join: true, Claim: claim}}})
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {

@@ -104,6 +104,7 @@ type AdmissionStats struct {
 type session struct {
 	peer  peer.ID
 	seq   uint64
+	claim []byte // the client's signed presence claim
 	since time.Time
 	s     network.Stream
 	out   *fanout.Outbox // every frame after the AttachResponse
@@ -115,7 +116,10 @@ type session struct {
 // beyond keepalives (the Router). Calls come from session goroutines and
 // must not block for long.
 type SessionHandler interface {
-	Attached(client peer.ID, seq uint64)
+	// Attached is told the session's seq and the client's signed
+	// presence claim (verified by Admission: signed by client, for this
+	// supernode and seq).
+	Attached(client peer.ID, seq uint64, claim []byte)
 	Detached(client peer.ID, seq uint64)
 	Frame(client peer.ID, f *pb.SessionFrame)
 }
@@ -408,6 +412,16 @@ func (a *Admission) handle(s network.Stream) {
 		s.Reset()
 		return
 	}
+	// The presence claim is what this supernode will show the client's
+	// home cluster: refuse a session without a valid one, so it never
+	// forwards what the homes would refuse.
+	if err := protocol.VerifyPresence(req.GetPresence(), remote, a.h.ID(), req.GetSessionSeq()); err != nil {
+		a.stats.badRequests.Add(1)
+		a.log.Debug("attach refused: presence claim", "peer", remote.ShortString(), "err", err)
+		release()
+		s.Reset()
+		return
+	}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -415,7 +429,7 @@ func (a *Admission) handle(s network.Stream) {
 		s.Reset()
 		return
 	}
-	sess.seq = req.GetSessionSeq()
+	sess.seq, sess.claim = req.GetSessionSeq(), req.GetPresence()
 	a.sessions[remote] = sess
 	a.wg.Add(1)
 	handler := a.handler
@@ -450,7 +464,7 @@ func (a *Admission) handle(s network.Stream) {
 	a.log.Debug("attached", "peer", remote.ShortString(), "reason", req.GetReason().String())
 	sess.out.Start()
 	if handler != nil {
-		handler.Attached(remote, sess.seq)
+		handler.Attached(remote, sess.seq, sess.claim)
 	}
 	a.serve(sess, fr, handler)
 }

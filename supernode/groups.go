@@ -1,6 +1,7 @@
 package supernode
 
 import (
+	"bytes"
 	"fmt"
 	"time"
 
@@ -21,16 +22,27 @@ type homeGroup struct {
 	// epoch and seq number the group's messages at this home. A group
 	// the home forgot (idle, no members) and recreates gets a newer
 	// epoch, so its (epoch, seq) never repeat: members drop repeats.
-	epoch   uint64
-	seq     uint64
-	at      map[peer.ID]peer.ID   // member → its supernode
-	seen    map[peer.ID]time.Time // member → when its record expires
-	bySN    map[peer.ID]int       // supernode → members there
-	lastUse time.Time
+	epoch uint64
+	seq   uint64
+	at    map[peer.ID]peer.ID   // member → its supernode
+	seen  map[peer.ID]time.Time // member → when its record expires
+	// claims and claimSeq are each member's newest verified claim and
+	// its seq: a refresh carrying the same claim is not verified again.
+	claims   map[peer.ID][]byte
+	claimSeq map[peer.ID]uint64
+	bySN     map[peer.ID]int // supernode → members there
+	lastUse  time.Time
 }
 
 func newHomeGroup(epoch uint64) *homeGroup {
-	return &homeGroup{epoch: epoch, at: map[peer.ID]peer.ID{}, seen: map[peer.ID]time.Time{}, bySN: map[peer.ID]int{}}
+	return &homeGroup{epoch: epoch, at: map[peer.ID]peer.ID{}, seen: map[peer.ID]time.Time{}, bySN: map[peer.ID]int{},
+		claims: map[peer.ID][]byte{}, claimSeq: map[peer.ID]uint64{}}
+}
+
+// verified reports whether claim is the one already verified for member m
+// recorded at sn.
+func (hg *homeGroup) verified(m, sn peer.ID, claim []byte) bool {
+	return hg.at[m] == sn && len(claim) > 0 && bytes.Equal(hg.claims[m], claim)
 }
 
 // newHomeGroupLocked creates the home record of a group with an epoch
@@ -70,6 +82,8 @@ func (hg *homeGroup) leave(m, sn peer.ID) {
 	}
 	delete(hg.at, m)
 	delete(hg.seen, m)
+	delete(hg.claims, m)
+	delete(hg.claimSeq, m)
 	if hg.bySN[sn]--; hg.bySN[sn] <= 0 {
 		delete(hg.bySN, sn)
 	}
@@ -87,6 +101,7 @@ type membershipUpdate struct {
 	group  string
 	member peer.ID
 	join   bool
+	claim  []byte // the member's signed claim (joins; a leave may have none)
 	// refresh: a periodic re-send, which must not move a member that a
 	// fresh join recorded at another supernode (see homeGroup.refresh).
 	refresh bool
@@ -108,6 +123,14 @@ func (r *Router) onGroupOp(client peer.ID, op *pb.GroupOp) {
 	if protocol.CheckGroupName(g) != nil {
 		return
 	}
+	// Forward only what the group's home will accept: the client's own
+	// claim, for this group, at this supernode.
+	mc, err := protocol.VerifyMembership(op.GetClaim(), client, g)
+	if err != nil || mc.Supernode != r.self() || mc.Join != op.GetJoin() {
+		r.stats.MembershipRefused.Add(1)
+		r.log.Debug("group op refused: membership claim", "client", client.ShortString(), "group", g, "err", err)
+		return
+	}
 	sink, ok := r.adm.Sink(client)
 	if !ok {
 		return
@@ -115,9 +138,9 @@ func (r *Router) onGroupOp(client peer.ID, op *pb.GroupOp) {
 	r.mu.Lock()
 	if op.GetJoin() {
 		if r.joined[client] == nil {
-			r.joined[client] = map[string]bool{}
+			r.joined[client] = map[string][]byte{}
 		}
-		r.joined[client][g] = true
+		r.joined[client][g] = op.GetClaim()
 		lg := r.local[g]
 		if lg == nil {
 			lg = r.cfg.Fanout.NewGroup()
@@ -134,7 +157,7 @@ func (r *Router) onGroupOp(client peer.ID, op *pb.GroupOp) {
 		}
 	}
 	r.mu.Unlock()
-	r.sendMembership([]membershipUpdate{{group: g, member: client, join: op.GetJoin()}})
+	r.sendMembership([]membershipUpdate{{group: g, member: client, join: op.GetJoin(), claim: op.GetClaim()}})
 }
 
 // sendMembership tells each group's home, one batch per home.
@@ -146,7 +169,7 @@ func (r *Router) sendMembership(ups []membershipUpdate) {
 		if !ok {
 			continue
 		}
-		batches[h] = append(batches[h], &pb.MembershipRecord{Group: u.group, Member: []byte(u.member), Supernode: []byte(self), Join: u.join, Refresh: u.refresh})
+		batches[h] = append(batches[h], &pb.MembershipRecord{Group: u.group, Member: []byte(u.member), Supernode: []byte(self), Join: u.join, Refresh: u.refresh, Claim: u.claim})
 	}
 	for h, recs := range batches {
 		for len(recs) > 0 {
@@ -182,13 +205,46 @@ func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
 			r.homes[rec.GetGroup()] = hg
 		}
 		hg.lastUse = now
-		switch {
-		case rec.GetJoin() && rec.GetRefresh():
-			hg.refresh(m, from, expires, now)
-		case rec.GetJoin():
-			hg.join(m, from, expires)
-		default:
+		if !rec.GetJoin() {
+			// Unsigned leaves are fine: a supernode can only remove a
+			// member recorded at itself, which dropping its frames
+			// would do as well.
 			hg.leave(m, from)
+			continue
+		}
+		// A join moves a member only on the member's word: its claim,
+		// for this group, at the sending supernode. A refresh of the
+		// claim already verified is let through.
+		claim := rec.GetClaim()
+		if !hg.verified(m, from, claim) {
+			mc, err := protocol.VerifyMembership(claim, m, rec.GetGroup())
+			if err != nil || mc.Supernode != from || !mc.Join {
+				r.stats.MembershipRefused.Add(1)
+				r.log.Debug("membership refused", "member", m.ShortString(), "group", rec.GetGroup(), "from", from.ShortString(), "err", err)
+				continue
+			}
+			if mc.Seq < hg.claimSeq[m] {
+				// An older claim (replayed by a supernode the member
+				// left) renews at most; it never moves the member.
+				if hg.at[m] == from {
+					hg.seen[m] = expires
+				}
+				continue
+			}
+			if rec.GetRefresh() {
+				hg.refresh(m, from, expires, now)
+			} else {
+				hg.join(m, from, expires)
+			}
+			if hg.at[m] == from {
+				hg.claimSeq[m], hg.claims[m] = mc.Seq, claim
+			}
+			continue
+		}
+		if rec.GetRefresh() {
+			hg.refresh(m, from, expires, now)
+		} else {
+			hg.join(m, from, expires)
 		}
 	}
 }

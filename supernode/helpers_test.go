@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -302,7 +303,11 @@ func dialAttach(t testing.TB, h host.Host, sn peer.ID, seq uint64) *attachClient
 		t.Fatalf("open attach stream: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Reset() })
-	req := &pb.AttachRequest{ProtocolVersion: protocol.Version, Reason: pb.AttachRequest_REASON_INITIAL, SessionSeq: seq}
+	claim, err := protocol.SignPresence(h.Peerstore().PrivKey(h.ID()), sn, seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &pb.AttachRequest{ProtocolVersion: protocol.Version, Reason: pb.AttachRequest_REASON_INITIAL, SessionSeq: seq, Presence: claim}
 	if err := protocol.WriteFrame(s, req); err != nil {
 		t.Fatalf("write attach request: %v", err)
 	}
@@ -397,7 +402,7 @@ type recorder struct {
 
 var _ SessionHandler = (*recorder)(nil)
 
-func (r *recorder) Attached(client peer.ID, seq uint64) {
+func (r *recorder) Attached(client peer.ID, seq uint64, _ []byte) {
 	r.mu.Lock()
 	r.events = append(r.events, sessionEvent{attached: true, client: client, seq: seq})
 	r.mu.Unlock()
@@ -512,8 +517,23 @@ func presenceOf(r *Router, client peer.ID) (presenceRecord, bool) {
 }
 
 // presenceBatch is one presence record as a batch.
+// An attachment carries the client's signed claim for location when the
+// client is one of newPeerID's (whose keys the tests hold).
 func presenceBatch(client, location peer.ID, seq uint64, attached bool) *pb.PresenceBatch {
-	return &pb.PresenceBatch{Records: []*pb.PresenceRecord{{
-		Client: []byte(client), Location: []byte(location), SessionSeq: seq, Attached: attached,
-	}}}
+	rec := &pb.PresenceRecord{Client: []byte(client), Location: []byte(location), SessionSeq: seq, Attached: attached}
+	if k, ok := testKeys.Load(client); ok && attached {
+		rec.Claim, _ = protocol.SignPresence(k.(crypto.PrivKey), location, seq)
+	}
+	return &pb.PresenceBatch{Records: []*pb.PresenceRecord{rec}}
+}
+
+// groupOpFrame is h's GroupOp for group at supernode sn, with the member's
+// signed claim, as a client sends it.
+func groupOpFrame(t testing.TB, h host.Host, sn peer.ID, group string, join bool) *pb.SessionFrame {
+	t.Helper()
+	claim, err := protocol.SignMembership(h.Peerstore().PrivKey(h.ID()), protocol.Membership{Group: group, Supernode: sn, Join: join, Seq: uint64(time.Now().UnixNano())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pb.SessionFrame{Kind: &pb.SessionFrame_GroupOp{GroupOp: &pb.GroupOp{Group: group, Join: join, Claim: claim}}}
 }

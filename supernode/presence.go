@@ -38,6 +38,13 @@ type presenceUpdate struct {
 	client   peer.ID
 	seq      uint64
 	attached bool
+	claim    []byte // attached: the client's signed claim
+}
+
+// localSession is a client attached here, as presence refreshes need it.
+type localSession struct {
+	seq   uint64
+	claim []byte
 }
 
 // batchLimit bounds the records of one presence or membership frame.
@@ -48,7 +55,7 @@ func (r *Router) sendPresence(ups []presenceUpdate) {
 	batches := map[peer.ID][]*pb.PresenceRecord{}
 	self := r.self()
 	for _, u := range ups {
-		rec := &pb.PresenceRecord{Client: []byte(u.client), Location: []byte(self), SessionSeq: u.seq, Attached: u.attached}
+		rec := &pb.PresenceRecord{Client: []byte(u.client), Location: []byte(self), SessionSeq: u.seq, Attached: u.attached, Claim: u.claim}
 		for _, h := range cluster.Home(r.cfg.Ring(), []byte(u.client)) {
 			batches[h] = append(batches[h], rec)
 		}
@@ -83,6 +90,18 @@ func (r *Router) applyPresence(from peer.ID, b *pb.PresenceBatch) {
 			continue
 		}
 		if rec.GetAttached() {
+			// Believe an attachment only on the client's word: a refresh
+			// of the record already verified is let through, anything
+			// else must carry the client's claim for this supernode and
+			// session (a supernode can no longer move a client to itself).
+			refresh := ok && cur.location == from && cur.seq == rec.GetSessionSeq()
+			if !refresh {
+				if err := protocol.VerifyPresence(rec.GetClaim(), client, from, rec.GetSessionSeq()); err != nil {
+					r.stats.PresenceRefused.Add(1)
+					r.log.Debug("presence refused", "client", client.ShortString(), "from", from.ShortString(), "err", err)
+					continue
+				}
+			}
 			r.presence[client] = presenceRecord{location: from, seq: rec.GetSessionSeq(), expires: now.Add(ttl)}
 		} else if ok && cur.location == from {
 			delete(r.presence, client)
@@ -232,12 +251,12 @@ func (r *Router) refresh() {
 	var ups []presenceUpdate
 	var mems []membershipUpdate
 	r.mu.Lock()
-	for c, seq := range r.sessions {
-		ups = append(ups, presenceUpdate{client: c, seq: seq, attached: true})
+	for c, ls := range r.sessions {
+		ups = append(ups, presenceUpdate{client: c, seq: ls.seq, attached: true, claim: ls.claim})
 	}
 	for c, gs := range r.joined {
-		for g := range gs {
-			mems = append(mems, membershipUpdate{group: g, member: c, join: true, refresh: true})
+		for g, claim := range gs {
+			mems = append(mems, membershipUpdate{group: g, member: c, join: true, refresh: true, claim: claim})
 		}
 	}
 	for c, p := range r.presence {

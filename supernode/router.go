@@ -75,9 +75,9 @@ type Router struct {
 	cache    map[peer.ID]cachedLocation
 	homes    map[string]*homeGroup
 	local    map[string]*fanout.Group
-	joined   map[peer.ID]map[string]bool // client → groups joined here
-	sessions map[peer.ID]uint64          // client → session seq
-	inbound  map[network.Stream]struct{} // relay streams being read
+	joined   map[peer.ID]map[string][]byte // client → groups joined here → its signed claim
+	sessions map[peer.ID]localSession      // client → its session here
+	inbound  map[network.Stream]struct{}   // relay streams being read
 	// recent remembers message IDs routed lately: a sender's retry of
 	// the same ID is routed with a fresh lookup, not the cached route
 	// that may have lost the first copy.
@@ -94,6 +94,9 @@ type Router struct {
 type RouterStats struct {
 	Routed, DeliveredLocal, Relayed, Offline, Unreachable, Busy  atomic.Uint64
 	GroupPublishes, GroupFramesSent, GroupFanouts, FanoutRefused atomic.Uint64
+	// PresenceRefused and MembershipRefused count records refused for a
+	// missing or invalid client claim (forged by a supernode).
+	PresenceRefused, MembershipRefused atomic.Uint64
 }
 
 // NewRouter returns a Router serving the sessions of adm.
@@ -126,8 +129,8 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 		cache:    make(map[peer.ID]cachedLocation),
 		homes:    make(map[string]*homeGroup),
 		local:    make(map[string]*fanout.Group),
-		joined:   make(map[peer.ID]map[string]bool),
-		sessions: make(map[peer.ID]uint64),
+		joined:   make(map[peer.ID]map[string][]byte),
+		sessions: make(map[peer.ID]localSession),
 		inbound:  make(map[network.Stream]struct{}),
 		recent:   dedup.New(recentRoutes),
 	}
@@ -205,18 +208,18 @@ func (r *Router) result(client peer.ID, id []byte, st pb.Result_Status, detail s
 }
 
 // Attached is called by the Admission when a client's session starts.
-func (r *Router) Attached(client peer.ID, seq uint64) {
+func (r *Router) Attached(client peer.ID, seq uint64, claim []byte) {
 	r.mu.Lock()
-	r.sessions[client] = seq
+	r.sessions[client] = localSession{seq: seq, claim: claim}
 	r.mu.Unlock()
-	r.sendPresence([]presenceUpdate{{client: client, seq: seq, attached: true}})
+	r.sendPresence([]presenceUpdate{{client: client, seq: seq, attached: true, claim: claim}})
 }
 
 // Detached is called when a client's session ends: its presence goes, and
 // it leaves every group it joined here.
 func (r *Router) Detached(client peer.ID, seq uint64) {
 	r.mu.Lock()
-	if cur, ok := r.sessions[client]; ok && cur != seq {
+	if cur, ok := r.sessions[client]; ok && cur.seq != seq {
 		// A newer session of this client is attached here already (a
 		// reattach's Attached can come before the old session's
 		// Detached): its presence and groups stand.

@@ -134,7 +134,7 @@ func TestLateDetachOfOlderSessionKeepsNewerGroups(t *testing.T) {
 	sn := newSupernode(t, n, supernodeConfig{capacity: 2, adm: AdmissionConfig{Keepalive: 10 * time.Second}, router: &RouterConfig{}})
 	ch := n.host(t)
 	c := mustAccept(t, ch, sn.h.ID(), 2)
-	c.send(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupOp{GroupOp: &pb.GroupOp{Group: "g", Join: true}}})
+	c.send(groupOpFrame(t, ch, sn.h.ID(), "g", true))
 	joined := func() (bool, int) {
 		sn.r.mu.Lock()
 		defer sn.r.mu.Unlock()
@@ -142,14 +142,15 @@ func TestLateDetachOfOlderSessionKeepsNewerGroups(t *testing.T) {
 		if lg := sn.r.local["g"]; lg != nil {
 			members = lg.Len()
 		}
-		return sn.r.joined[ch.ID()]["g"], members
+		_, j := sn.r.joined[ch.ID()]["g"]
+		return j, members
 	}
 	waitFor(t, "the client to join group g", func() bool { j, m := joined(); return j && m == 1 })
 
 	sn.r.Detached(ch.ID(), 1) // the older session's late notice
 
 	sn.r.mu.Lock()
-	seq := sn.r.sessions[ch.ID()]
+	seq := sn.r.sessions[ch.ID()].seq
 	sn.r.mu.Unlock()
 	if seq != 2 {
 		t.Errorf("router's session seq %d after the older session's Detached, want 2", seq)

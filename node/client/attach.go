@@ -265,7 +265,14 @@ func (c *Client) ask(ctx context.Context, ai peer.AddrInfo, reason pb.AttachRequ
 	deadline, _ := ctx.Deadline()
 	_ = s.SetDeadline(deadline)
 	c.lastSeq = max(c.lastSeq+1, uint64(max(c.now().UnixNano(), 1)))
-	if err := protocol.WriteFrame(s, &pb.AttachRequest{ProtocolVersion: protocol.Version, Reason: reason, SessionSeq: c.lastSeq}); err != nil {
+	// The claim lets the client's home cluster believe that it is
+	// attached here, and nowhere a supernode says without it.
+	claim, err := protocol.SignPresence(c.key, ai.ID, c.lastSeq)
+	if err != nil {
+		s.Reset()
+		return nil, nil, fmt.Errorf("%w: sign presence: %w", errAttach, err)
+	}
+	if err := protocol.WriteFrame(s, &pb.AttachRequest{ProtocolVersion: protocol.Version, Reason: reason, SessionSeq: c.lastSeq, Presence: claim}); err != nil {
 		s.Reset()
 		return nil, nil, fmt.Errorf("%w: write request: %w", errAttach, err)
 	}

@@ -84,6 +84,8 @@ type messenger struct {
 	groups  map[string]bool
 	subs    map[*Listener]struct{}
 	seen    *dedup.Window
+	// claimSeq is the seq of the newest membership claim signed.
+	claimSeq uint64
 }
 
 func (m *messenger) init(c *Client) {
@@ -198,6 +200,14 @@ func (m *messenger) handle(sess *session, f *pb.SessionFrame) {
 		m.publishLocal(Inbound{Kind: KindDirect, From: from, ID: d.GetId(), Payload: payload, Sent: sent, Time: now})
 	case *pb.SessionFrame_GroupMessage:
 		g := k.GroupMessage
+		m.mu.Lock()
+		member := m.groups[g.GetGroup()]
+		m.mu.Unlock()
+		if !member {
+			// A supernode kept us in a group we left, or made one up.
+			m.c.m.refused.WithLabelValues(refusedNotMember).Inc()
+			return
+		}
 		if m.duplicate(fmt.Sprintf("g/%s/%d/%d", g.GetGroup(), g.GetEpoch(), g.GetSeq())) {
 			return
 		}
@@ -265,8 +275,25 @@ func (m *messenger) sessionStarted(sess *session) {
 	}
 	m.mu.Unlock()
 	for _, g := range groups {
-		_ = sess.write(m.c.now(), &pb.SessionFrame{Kind: &pb.SessionFrame_GroupOp{GroupOp: &pb.GroupOp{Group: g, Join: true}}})
+		if op, err := m.groupOp(sess.peer, g, true); err == nil {
+			_ = sess.write(m.c.now(), op)
+		}
 	}
+}
+
+// groupOp is the frame that joins or leaves group at supernode sn, with
+// the client's signed claim: the group's home applies no membership the
+// member did not sign for that supernode.
+func (m *messenger) groupOp(sn peer.ID, group string, join bool) (*pb.SessionFrame, error) {
+	m.mu.Lock()
+	m.claimSeq = max(m.claimSeq+1, uint64(max(m.c.now().UnixNano(), 1)))
+	seq := m.claimSeq
+	m.mu.Unlock()
+	claim, err := protocol.SignMembership(m.c.key, protocol.Membership{Group: group, Supernode: sn, Join: join, Seq: seq})
+	if err != nil {
+		return nil, err
+	}
+	return &pb.SessionFrame{Kind: &pb.SessionFrame_GroupOp{GroupOp: &pb.GroupOp{Group: group, Join: join, Claim: claim}}}, nil
 }
 
 // statusErr maps a Result's status to the package's errors.
@@ -391,11 +418,15 @@ func (c *Client) groupOp(group string, join bool) error {
 		delete(c.msg.groups, group)
 	}
 	c.msg.mu.Unlock()
-	err := c.msg.write(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupOp{GroupOp: &pb.GroupOp{Group: group, Join: join}}})
-	if errors.Is(err, ErrNotAttached) {
+	sess := c.current()
+	if sess == nil {
 		return nil // applied on the next session
 	}
-	return err
+	op, err := c.msg.groupOp(sess.peer, group, join)
+	if err != nil {
+		return fmt.Errorf("sign membership: %w", err)
+	}
+	return sess.write(c.now(), op)
 }
 
 // Groups lists the groups this client has joined, in no particular order.

@@ -23,13 +23,14 @@ type metrics struct {
 // Reasons a client refuses a message or an ack, the values of
 // overlayd_client_messages_refused_total's reason label.
 const (
-	refusedSignature = "signature" // not signed by its sender, or altered
-	refusedMismatch  = "mismatch"  // signed for another message or recipient
-	refusedDecrypt   = "decrypt"   // not sealed to this client
-	refusedAck       = "ack"       // an ack its recipient did not sign
+	refusedSignature = "signature"  // not signed by its sender, or altered
+	refusedMismatch  = "mismatch"   // signed for another message or recipient
+	refusedDecrypt   = "decrypt"    // not sealed to this client
+	refusedAck       = "ack"        // an ack its recipient did not sign
+	refusedNotMember = "not_member" // a group message for a group not joined
 )
 
-var refusalReasons = [...]string{refusedSignature, refusedMismatch, refusedDecrypt, refusedAck}
+var refusalReasons = [...]string{refusedSignature, refusedMismatch, refusedDecrypt, refusedAck, refusedNotMember}
 
 // refusalReason maps protocol's direct-message errors to a reason.
 func refusalReason(err error) string {
@@ -77,7 +78,7 @@ func newMetrics() *metrics {
 	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "overlayd_client_messages_refused_total",
-		Help: "Direct messages and acks this client refused, by reason: signature (not signed by its sender, or altered on the way), mismatch (signed for another message or recipient), decrypt (not sealed to this client), ack (an ack its recipient did not sign).",
+		Help: "Direct messages and acks this client refused, by reason: signature (not signed by its sender, or altered on the way), mismatch (signed for another message or recipient), decrypt (not sealed to this client), ack (an ack its recipient did not sign), not_member (a group message for a group this client has not joined).",
 	}, []string{"reason"})
 	for _, r := range attemptResults {
 		m.attempts.WithLabelValues(r)

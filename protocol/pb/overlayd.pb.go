@@ -598,7 +598,12 @@ type AttachRequest struct {
 	// Strictly increasing per client across its sessions (the client's
 	// clock in nanoseconds at attach): orders presence records, so a late
 	// "detached" from an old supernode cannot erase a newer attachment.
-	SessionSeq    uint64 `protobuf:"varint,3,opt,name=session_seq,json=sessionSeq,proto3" json:"session_seq,omitempty"`
+	SessionSeq uint64 `protobuf:"varint,3,opt,name=session_seq,json=sessionSeq,proto3" json:"session_seq,omitempty"`
+	// A libp2p signed envelope (domain overlayd-presence) of a
+	// PresenceClaim{supernode: the one asked, session_seq}, signed by the
+	// client: what lets the client's home cluster believe that the client
+	// is attached at that supernode.
+	Presence      []byte `protobuf:"bytes,4,opt,name=presence,proto3" json:"presence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -652,6 +657,13 @@ func (x *AttachRequest) GetSessionSeq() uint64 {
 		return x.SessionSeq
 	}
 	return 0
+}
+
+func (x *AttachRequest) GetPresence() []byte {
+	if x != nil {
+		return x.Presence
+	}
+	return nil
 }
 
 // AttachResponse is the supernode's one answer to an AttachRequest.
@@ -1384,9 +1396,13 @@ func (x *Result) GetEpoch() uint64 {
 }
 
 type GroupOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Join          bool                   `protobuf:"varint,2,opt,name=join,proto3" json:"join,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Join  bool                   `protobuf:"varint,2,opt,name=join,proto3" json:"join,omitempty"`
+	// A libp2p signed envelope (domain overlayd-membership) of a
+	// MembershipClaim, signed by the client. A group home applies no
+	// membership without it.
+	Claim         []byte `protobuf:"bytes,3,opt,name=claim,proto3" json:"claim,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1435,6 +1451,85 @@ func (x *GroupOp) GetJoin() bool {
 	return false
 }
 
+func (x *GroupOp) GetClaim() []byte {
+	if x != nil {
+		return x.Claim
+	}
+	return nil
+}
+
+// MembershipClaim is what a client signs to join or leave a group at the
+// supernode it is attached to. seq is the client's clock in nanoseconds
+// when it signed: a home keeps the newest claim per member and group, so
+// an old join cannot be replayed over a newer leave.
+type MembershipClaim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Supernode     []byte                 `protobuf:"bytes,2,opt,name=supernode,proto3" json:"supernode,omitempty"`
+	Join          bool                   `protobuf:"varint,3,opt,name=join,proto3" json:"join,omitempty"`
+	Seq           uint64                 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MembershipClaim) Reset() {
+	*x = MembershipClaim{}
+	mi := &file_pb_overlayd_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MembershipClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MembershipClaim) ProtoMessage() {}
+
+func (x *MembershipClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MembershipClaim.ProtoReflect.Descriptor instead.
+func (*MembershipClaim) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MembershipClaim) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *MembershipClaim) GetSupernode() []byte {
+	if x != nil {
+		return x.Supernode
+	}
+	return nil
+}
+
+func (x *MembershipClaim) GetJoin() bool {
+	if x != nil {
+		return x.Join
+	}
+	return false
+}
+
+func (x *MembershipClaim) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
 type GroupPublish struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Group   string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -1449,7 +1544,7 @@ type GroupPublish struct {
 
 func (x *GroupPublish) Reset() {
 	*x = GroupPublish{}
-	mi := &file_pb_overlayd_proto_msgTypes[13]
+	mi := &file_pb_overlayd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1556,7 @@ func (x *GroupPublish) String() string {
 func (*GroupPublish) ProtoMessage() {}
 
 func (x *GroupPublish) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[13]
+	mi := &file_pb_overlayd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1569,7 @@ func (x *GroupPublish) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupPublish.ProtoReflect.Descriptor instead.
 func (*GroupPublish) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{13}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GroupPublish) GetGroup() string {
@@ -1533,7 +1628,7 @@ type GroupMessage struct {
 
 func (x *GroupMessage) Reset() {
 	*x = GroupMessage{}
-	mi := &file_pb_overlayd_proto_msgTypes[14]
+	mi := &file_pb_overlayd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1640,7 @@ func (x *GroupMessage) String() string {
 func (*GroupMessage) ProtoMessage() {}
 
 func (x *GroupMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[14]
+	mi := &file_pb_overlayd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1653,7 @@ func (x *GroupMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMessage.ProtoReflect.Descriptor instead.
 func (*GroupMessage) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{14}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GroupMessage) GetGroup() string {
@@ -1619,7 +1714,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_pb_overlayd_proto_msgTypes[15]
+	mi := &file_pb_overlayd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1726,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[15]
+	mi := &file_pb_overlayd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1739,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{15}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Gap) GetDropped() uint64 {
@@ -1664,7 +1759,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_pb_overlayd_proto_msgTypes[16]
+	mi := &file_pb_overlayd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1771,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[16]
+	mi := &file_pb_overlayd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1784,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{16}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MembersRequest) GetId() []byte {
@@ -1718,7 +1813,7 @@ type Members struct {
 
 func (x *Members) Reset() {
 	*x = Members{}
-	mi := &file_pb_overlayd_proto_msgTypes[17]
+	mi := &file_pb_overlayd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1825,7 @@ func (x *Members) String() string {
 func (*Members) ProtoMessage() {}
 
 func (x *Members) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[17]
+	mi := &file_pb_overlayd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1838,7 @@ func (x *Members) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Members.ProtoReflect.Descriptor instead.
 func (*Members) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{17}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Members) GetId() []byte {
@@ -1795,7 +1890,7 @@ type RelayFrame struct {
 
 func (x *RelayFrame) Reset() {
 	*x = RelayFrame{}
-	mi := &file_pb_overlayd_proto_msgTypes[18]
+	mi := &file_pb_overlayd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +1902,7 @@ func (x *RelayFrame) String() string {
 func (*RelayFrame) ProtoMessage() {}
 
 func (x *RelayFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[18]
+	mi := &file_pb_overlayd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +1915,7 @@ func (x *RelayFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayFrame.ProtoReflect.Descriptor instead.
 func (*RelayFrame) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{18}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RelayFrame) GetKind() isRelayFrame_Kind {
@@ -1968,7 +2063,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_pb_overlayd_proto_msgTypes[19]
+	mi := &file_pb_overlayd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2075,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[19]
+	mi := &file_pb_overlayd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2088,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{19}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PublishResult) GetTo() []byte {
@@ -2012,18 +2107,21 @@ func (x *PublishResult) GetResult() *Result {
 
 // PresenceRecord says where a client is attached.
 type PresenceRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Client        []byte                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
-	Location      []byte                 `protobuf:"bytes,2,opt,name=location,proto3" json:"location,omitempty"`
-	SessionSeq    uint64                 `protobuf:"varint,3,opt,name=session_seq,json=sessionSeq,proto3" json:"session_seq,omitempty"`
-	Attached      bool                   `protobuf:"varint,4,opt,name=attached,proto3" json:"attached,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Client     []byte                 `protobuf:"bytes,1,opt,name=client,proto3" json:"client,omitempty"`
+	Location   []byte                 `protobuf:"bytes,2,opt,name=location,proto3" json:"location,omitempty"`
+	SessionSeq uint64                 `protobuf:"varint,3,opt,name=session_seq,json=sessionSeq,proto3" json:"session_seq,omitempty"`
+	Attached   bool                   `protobuf:"varint,4,opt,name=attached,proto3" json:"attached,omitempty"`
+	// attached: the client's signed PresenceClaim from its AttachRequest.
+	// A home stores no attachment without it.
+	Claim         []byte `protobuf:"bytes,5,opt,name=claim,proto3" json:"claim,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PresenceRecord) Reset() {
 	*x = PresenceRecord{}
-	mi := &file_pb_overlayd_proto_msgTypes[20]
+	mi := &file_pb_overlayd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2035,7 +2133,7 @@ func (x *PresenceRecord) String() string {
 func (*PresenceRecord) ProtoMessage() {}
 
 func (x *PresenceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[20]
+	mi := &file_pb_overlayd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2048,7 +2146,7 @@ func (x *PresenceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceRecord.ProtoReflect.Descriptor instead.
 func (*PresenceRecord) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{20}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PresenceRecord) GetClient() []byte {
@@ -2079,6 +2177,67 @@ func (x *PresenceRecord) GetAttached() bool {
 	return false
 }
 
+func (x *PresenceRecord) GetClaim() []byte {
+	if x != nil {
+		return x.Claim
+	}
+	return nil
+}
+
+// PresenceClaim is what a client signs when it attaches: that it is
+// attached at supernode in the session session_seq.
+type PresenceClaim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Supernode     []byte                 `protobuf:"bytes,1,opt,name=supernode,proto3" json:"supernode,omitempty"`
+	SessionSeq    uint64                 `protobuf:"varint,2,opt,name=session_seq,json=sessionSeq,proto3" json:"session_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PresenceClaim) Reset() {
+	*x = PresenceClaim{}
+	mi := &file_pb_overlayd_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PresenceClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PresenceClaim) ProtoMessage() {}
+
+func (x *PresenceClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PresenceClaim.ProtoReflect.Descriptor instead.
+func (*PresenceClaim) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *PresenceClaim) GetSupernode() []byte {
+	if x != nil {
+		return x.Supernode
+	}
+	return nil
+}
+
+func (x *PresenceClaim) GetSessionSeq() uint64 {
+	if x != nil {
+		return x.SessionSeq
+	}
+	return 0
+}
+
 type PresenceBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Records       []*PresenceRecord      `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
@@ -2088,7 +2247,7 @@ type PresenceBatch struct {
 
 func (x *PresenceBatch) Reset() {
 	*x = PresenceBatch{}
-	mi := &file_pb_overlayd_proto_msgTypes[21]
+	mi := &file_pb_overlayd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2100,7 +2259,7 @@ func (x *PresenceBatch) String() string {
 func (*PresenceBatch) ProtoMessage() {}
 
 func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[21]
+	mi := &file_pb_overlayd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2113,7 +2272,7 @@ func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceBatch.ProtoReflect.Descriptor instead.
 func (*PresenceBatch) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{21}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PresenceBatch) GetRecords() []*PresenceRecord {
@@ -2135,14 +2294,18 @@ type MembershipRecord struct {
 	// a member that just moved (a fresh join at its new supernode) is not
 	// pulled back by its old supernode's refresh before that one has seen
 	// the member leave.
-	Refresh       bool `protobuf:"varint,5,opt,name=refresh,proto3" json:"refresh,omitempty"`
+	Refresh bool `protobuf:"varint,5,opt,name=refresh,proto3" json:"refresh,omitempty"`
+	// The member's signed MembershipClaim. A home applies a join only with
+	// a claim the member signed for this group at this supernode; a leave
+	// without one only removes a member recorded at the sending supernode.
+	Claim         []byte `protobuf:"bytes,6,opt,name=claim,proto3" json:"claim,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MembershipRecord) Reset() {
 	*x = MembershipRecord{}
-	mi := &file_pb_overlayd_proto_msgTypes[22]
+	mi := &file_pb_overlayd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2317,7 @@ func (x *MembershipRecord) String() string {
 func (*MembershipRecord) ProtoMessage() {}
 
 func (x *MembershipRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[22]
+	mi := &file_pb_overlayd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2330,7 @@ func (x *MembershipRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipRecord.ProtoReflect.Descriptor instead.
 func (*MembershipRecord) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{22}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MembershipRecord) GetGroup() string {
@@ -2205,6 +2368,13 @@ func (x *MembershipRecord) GetRefresh() bool {
 	return false
 }
 
+func (x *MembershipRecord) GetClaim() []byte {
+	if x != nil {
+		return x.Claim
+	}
+	return nil
+}
+
 type MembershipBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Records       []*MembershipRecord    `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
@@ -2214,7 +2384,7 @@ type MembershipBatch struct {
 
 func (x *MembershipBatch) Reset() {
 	*x = MembershipBatch{}
-	mi := &file_pb_overlayd_proto_msgTypes[23]
+	mi := &file_pb_overlayd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2226,7 +2396,7 @@ func (x *MembershipBatch) String() string {
 func (*MembershipBatch) ProtoMessage() {}
 
 func (x *MembershipBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[23]
+	mi := &file_pb_overlayd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2239,7 +2409,7 @@ func (x *MembershipBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipBatch.ProtoReflect.Descriptor instead.
 func (*MembershipBatch) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{23}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *MembershipBatch) GetRecords() []*MembershipRecord {
@@ -2261,7 +2431,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_pb_overlayd_proto_msgTypes[24]
+	mi := &file_pb_overlayd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2443,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[24]
+	mi := &file_pb_overlayd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2456,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{24}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LookupRequest) GetClient() []byte {
@@ -2315,7 +2485,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_pb_overlayd_proto_msgTypes[25]
+	mi := &file_pb_overlayd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2497,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[25]
+	mi := &file_pb_overlayd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2510,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{25}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *LookupResponse) GetFound() bool {
@@ -2382,7 +2552,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_pb_overlayd_proto_msgTypes[26]
+	mi := &file_pb_overlayd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2394,7 +2564,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[26]
+	mi := &file_pb_overlayd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2407,7 +2577,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{26}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Ping) GetSeq() uint64 {
@@ -2427,7 +2597,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_pb_overlayd_proto_msgTypes[27]
+	mi := &file_pb_overlayd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2609,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[27]
+	mi := &file_pb_overlayd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2622,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{27}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Pong) GetSeq() uint64 {
@@ -2479,7 +2649,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_pb_overlayd_proto_msgTypes[28]
+	mi := &file_pb_overlayd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2661,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[28]
+	mi := &file_pb_overlayd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2674,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{28}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Detach) GetReason() string {
@@ -2560,12 +2730,13 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x0enot_after_unix\x18\x03 \x01(\x03R\fnotAfterUnix\":\n" +
 	"\tPeerAddrs\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\fR\x06peerId\x12\x14\n" +
-	"\x05addrs\x18\x02 \x03(\fR\x05addrs\"\xf4\x01\n" +
+	"\x05addrs\x18\x02 \x03(\fR\x05addrs\"\x90\x02\n" +
 	"\rAttachRequest\x12)\n" +
 	"\x10protocol_version\x18\x01 \x01(\rR\x0fprotocolVersion\x129\n" +
 	"\x06reason\x18\x02 \x01(\x0e2!.overlayd.v1.AttachRequest.ReasonR\x06reason\x12\x1f\n" +
 	"\vsession_seq\x18\x03 \x01(\x04R\n" +
-	"sessionSeq\"\\\n" +
+	"sessionSeq\x12\x1a\n" +
+	"\bpresence\x18\x04 \x01(\fR\bpresence\"\\\n" +
 	"\x06Reason\x12\x16\n" +
 	"\x12REASON_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eREASON_INITIAL\x10\x01\x12\x13\n" +
@@ -2634,10 +2805,16 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x0eSTATUS_OFFLINE\x10\x02\x12\x16\n" +
 	"\x12STATUS_UNREACHABLE\x10\x03\x12\x0f\n" +
 	"\vSTATUS_BUSY\x10\x04\x12\x12\n" +
-	"\x0eSTATUS_INVALID\x10\x05\"3\n" +
+	"\x0eSTATUS_INVALID\x10\x05\"I\n" +
 	"\aGroupOp\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
-	"\x04join\x18\x02 \x01(\bR\x04join\"z\n" +
+	"\x04join\x18\x02 \x01(\bR\x04join\x12\x14\n" +
+	"\x05claim\x18\x03 \x01(\fR\x05claim\"k\n" +
+	"\x0fMembershipClaim\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1c\n" +
+	"\tsupernode\x18\x02 \x01(\fR\tsupernode\x12\x12\n" +
+	"\x04join\x18\x03 \x01(\bR\x04join\x12\x10\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\"z\n" +
 	"\fGroupPublish\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\fR\x02id\x12\x18\n" +
@@ -2677,21 +2854,27 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x04kind\"L\n" +
 	"\rPublishResult\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\fR\x02to\x12+\n" +
-	"\x06result\x18\x02 \x01(\v2\x13.overlayd.v1.ResultR\x06result\"\x81\x01\n" +
+	"\x06result\x18\x02 \x01(\v2\x13.overlayd.v1.ResultR\x06result\"\x97\x01\n" +
 	"\x0ePresenceRecord\x12\x16\n" +
 	"\x06client\x18\x01 \x01(\fR\x06client\x12\x1a\n" +
 	"\blocation\x18\x02 \x01(\fR\blocation\x12\x1f\n" +
 	"\vsession_seq\x18\x03 \x01(\x04R\n" +
 	"sessionSeq\x12\x1a\n" +
-	"\battached\x18\x04 \x01(\bR\battached\"F\n" +
+	"\battached\x18\x04 \x01(\bR\battached\x12\x14\n" +
+	"\x05claim\x18\x05 \x01(\fR\x05claim\"N\n" +
+	"\rPresenceClaim\x12\x1c\n" +
+	"\tsupernode\x18\x01 \x01(\fR\tsupernode\x12\x1f\n" +
+	"\vsession_seq\x18\x02 \x01(\x04R\n" +
+	"sessionSeq\"F\n" +
 	"\rPresenceBatch\x125\n" +
-	"\arecords\x18\x01 \x03(\v2\x1b.overlayd.v1.PresenceRecordR\arecords\"\x8c\x01\n" +
+	"\arecords\x18\x01 \x03(\v2\x1b.overlayd.v1.PresenceRecordR\arecords\"\xa2\x01\n" +
 	"\x10MembershipRecord\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06member\x18\x02 \x01(\fR\x06member\x12\x1c\n" +
 	"\tsupernode\x18\x03 \x01(\fR\tsupernode\x12\x12\n" +
 	"\x04join\x18\x04 \x01(\bR\x04join\x12\x18\n" +
-	"\arefresh\x18\x05 \x01(\bR\arefresh\"J\n" +
+	"\arefresh\x18\x05 \x01(\bR\arefresh\x12\x14\n" +
+	"\x05claim\x18\x06 \x01(\fR\x05claim\"J\n" +
 	"\x0fMembershipBatch\x127\n" +
 	"\arecords\x18\x01 \x03(\v2\x1d.overlayd.v1.MembershipRecordR\arecords\"=\n" +
 	"\rLookupRequest\x12\x16\n" +
@@ -2728,7 +2911,7 @@ func file_pb_overlayd_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_overlayd_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_pb_overlayd_proto_goTypes = []any{
 	(Role)(0),                  // 0: overlayd.v1.Role
 	(AttachRequest_Reason)(0),  // 1: overlayd.v1.AttachRequest.Reason
@@ -2747,22 +2930,24 @@ var file_pb_overlayd_proto_goTypes = []any{
 	(*AckRecord)(nil),          // 14: overlayd.v1.AckRecord
 	(*Result)(nil),             // 15: overlayd.v1.Result
 	(*GroupOp)(nil),            // 16: overlayd.v1.GroupOp
-	(*GroupPublish)(nil),       // 17: overlayd.v1.GroupPublish
-	(*GroupMessage)(nil),       // 18: overlayd.v1.GroupMessage
-	(*Gap)(nil),                // 19: overlayd.v1.Gap
-	(*MembersRequest)(nil),     // 20: overlayd.v1.MembersRequest
-	(*Members)(nil),            // 21: overlayd.v1.Members
-	(*RelayFrame)(nil),         // 22: overlayd.v1.RelayFrame
-	(*PublishResult)(nil),      // 23: overlayd.v1.PublishResult
-	(*PresenceRecord)(nil),     // 24: overlayd.v1.PresenceRecord
-	(*PresenceBatch)(nil),      // 25: overlayd.v1.PresenceBatch
-	(*MembershipRecord)(nil),   // 26: overlayd.v1.MembershipRecord
-	(*MembershipBatch)(nil),    // 27: overlayd.v1.MembershipBatch
-	(*LookupRequest)(nil),      // 28: overlayd.v1.LookupRequest
-	(*LookupResponse)(nil),     // 29: overlayd.v1.LookupResponse
-	(*Ping)(nil),               // 30: overlayd.v1.Ping
-	(*Pong)(nil),               // 31: overlayd.v1.Pong
-	(*Detach)(nil),             // 32: overlayd.v1.Detach
+	(*MembershipClaim)(nil),    // 17: overlayd.v1.MembershipClaim
+	(*GroupPublish)(nil),       // 18: overlayd.v1.GroupPublish
+	(*GroupMessage)(nil),       // 19: overlayd.v1.GroupMessage
+	(*Gap)(nil),                // 20: overlayd.v1.Gap
+	(*MembersRequest)(nil),     // 21: overlayd.v1.MembersRequest
+	(*Members)(nil),            // 22: overlayd.v1.Members
+	(*RelayFrame)(nil),         // 23: overlayd.v1.RelayFrame
+	(*PublishResult)(nil),      // 24: overlayd.v1.PublishResult
+	(*PresenceRecord)(nil),     // 25: overlayd.v1.PresenceRecord
+	(*PresenceClaim)(nil),      // 26: overlayd.v1.PresenceClaim
+	(*PresenceBatch)(nil),      // 27: overlayd.v1.PresenceBatch
+	(*MembershipRecord)(nil),   // 28: overlayd.v1.MembershipRecord
+	(*MembershipBatch)(nil),    // 29: overlayd.v1.MembershipBatch
+	(*LookupRequest)(nil),      // 30: overlayd.v1.LookupRequest
+	(*LookupResponse)(nil),     // 31: overlayd.v1.LookupResponse
+	(*Ping)(nil),               // 32: overlayd.v1.Ping
+	(*Pong)(nil),               // 33: overlayd.v1.Pong
+	(*Detach)(nil),             // 34: overlayd.v1.Detach
 }
 var file_pb_overlayd_proto_depIdxs = []int32{
 	0,  // 0: overlayd.v1.Announcement.role:type_name -> overlayd.v1.Role
@@ -2770,31 +2955,31 @@ var file_pb_overlayd_proto_depIdxs = []int32{
 	1,  // 2: overlayd.v1.AttachRequest.reason:type_name -> overlayd.v1.AttachRequest.Reason
 	2,  // 3: overlayd.v1.AttachResponse.status:type_name -> overlayd.v1.AttachResponse.Status
 	7,  // 4: overlayd.v1.AttachResponse.alternatives:type_name -> overlayd.v1.PeerAddrs
-	30, // 5: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
-	31, // 6: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
-	32, // 7: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
+	32, // 5: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
+	33, // 6: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
+	34, // 7: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
 	11, // 8: overlayd.v1.SessionFrame.send:type_name -> overlayd.v1.DirectMessage
 	11, // 9: overlayd.v1.SessionFrame.deliver:type_name -> overlayd.v1.DirectMessage
 	13, // 10: overlayd.v1.SessionFrame.ack:type_name -> overlayd.v1.Ack
 	15, // 11: overlayd.v1.SessionFrame.result:type_name -> overlayd.v1.Result
 	16, // 12: overlayd.v1.SessionFrame.group_op:type_name -> overlayd.v1.GroupOp
-	17, // 13: overlayd.v1.SessionFrame.publish:type_name -> overlayd.v1.GroupPublish
-	18, // 14: overlayd.v1.SessionFrame.group_message:type_name -> overlayd.v1.GroupMessage
-	19, // 15: overlayd.v1.SessionFrame.gap:type_name -> overlayd.v1.Gap
-	20, // 16: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
-	21, // 17: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
+	18, // 13: overlayd.v1.SessionFrame.publish:type_name -> overlayd.v1.GroupPublish
+	19, // 14: overlayd.v1.SessionFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	20, // 15: overlayd.v1.SessionFrame.gap:type_name -> overlayd.v1.Gap
+	21, // 16: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
+	22, // 17: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
 	3,  // 18: overlayd.v1.Result.status:type_name -> overlayd.v1.Result.Status
 	11, // 19: overlayd.v1.RelayFrame.deliver:type_name -> overlayd.v1.DirectMessage
 	13, // 20: overlayd.v1.RelayFrame.ack:type_name -> overlayd.v1.Ack
 	11, // 21: overlayd.v1.RelayFrame.nack:type_name -> overlayd.v1.DirectMessage
-	25, // 22: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
-	27, // 23: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
-	17, // 24: overlayd.v1.RelayFrame.publish:type_name -> overlayd.v1.GroupPublish
-	18, // 25: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
-	23, // 26: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
+	27, // 22: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
+	29, // 23: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
+	18, // 24: overlayd.v1.RelayFrame.publish:type_name -> overlayd.v1.GroupPublish
+	19, // 25: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	24, // 26: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
 	15, // 27: overlayd.v1.PublishResult.result:type_name -> overlayd.v1.Result
-	24, // 28: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
-	26, // 29: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
+	25, // 28: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
+	28, // 29: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
 	7,  // 30: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
 	31, // [31:31] is the sub-list for method output_type
 	31, // [31:31] is the sub-list for method input_type
@@ -2823,7 +3008,7 @@ func file_pb_overlayd_proto_init() {
 		(*SessionFrame_MembersRequest)(nil),
 		(*SessionFrame_Members)(nil),
 	}
-	file_pb_overlayd_proto_msgTypes[18].OneofWrappers = []any{
+	file_pb_overlayd_proto_msgTypes[19].OneofWrappers = []any{
 		(*RelayFrame_Deliver)(nil),
 		(*RelayFrame_Ack)(nil),
 		(*RelayFrame_Nack)(nil),
@@ -2839,7 +3024,7 @@ func file_pb_overlayd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_overlayd_proto_rawDesc), len(file_pb_overlayd_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
