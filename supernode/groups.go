@@ -7,6 +7,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 )
@@ -109,12 +110,7 @@ type membershipUpdate struct {
 
 // groupHome returns the ring owner of a group.
 func (r *Router) groupHome(group string) (peer.ID, bool) {
-	rg := r.cfg.Ring()
-	if rg == nil {
-		return "", false
-	}
-	p, err := peer.Decode(rg.Lookup([]byte(group)))
-	return p, err == nil
+	return cluster.GroupHome(r.cfg.Ring(), group)
 }
 
 // onGroupOp joins or leaves a group for a local client.
@@ -258,11 +254,14 @@ func (r *Router) onPublish(client peer.ID, p *pb.GroupPublish) {
 	case protocol.CheckGroupName(p.GetGroup()) != nil:
 		r.result(client, p.GetId(), pb.Result_STATUS_INVALID, protocol.CheckGroupName(p.GetGroup()).Error())
 		return
-	case len(p.GetPayload()) > protocol.MaxPayload:
-		r.result(client, p.GetId(), pb.Result_STATUS_INVALID, fmt.Sprintf("payload of %d bytes, limit %d", len(p.GetPayload()), protocol.MaxPayload))
+	case len(p.GetPayload()) > 0:
+		r.result(client, p.GetId(), pb.Result_STATUS_INVALID, "plaintext payload: a publish carries its payload in signed")
+		return
+	case len(p.GetSigned()) == 0 || len(p.GetSigned()) > protocol.MaxSignedPublish:
+		r.result(client, p.GetId(), pb.Result_STATUS_INVALID, fmt.Sprintf("signed publish of %d bytes, want 1 to %d", len(p.GetSigned()), protocol.MaxSignedPublish))
 		return
 	}
-	pub := &pb.GroupPublish{Group: p.GetGroup(), Id: p.GetId(), Payload: p.GetPayload(), From: []byte(client), Origin: []byte(r.self())}
+	pub := &pb.GroupPublish{Group: p.GetGroup(), Id: p.GetId(), Signed: p.GetSigned(), From: []byte(client), Origin: []byte(r.self())}
 	h, ok := r.groupHome(pub.Group)
 	switch {
 	case !ok:
@@ -278,6 +277,18 @@ func (r *Router) onPublish(client peer.ID, p *pb.GroupPublish) {
 // holding members: the frame is encoded once and the same bytes go to
 // every link.
 func (r *Router) homePublish(p *pb.GroupPublish) {
+	// Number only what the publisher signed: a supernode relaying a
+	// publish cannot publish in a client's name.
+	from, err := peer.IDFromBytes(p.GetFrom())
+	if err == nil {
+		_, err = protocol.VerifyPublish(p.GetSigned(), from, p.GetGroup(), p.GetId())
+	}
+	if err != nil {
+		r.stats.PublishRefused.Add(1)
+		r.log.Debug("publish refused", "err", err)
+		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_INVALID, Detail: "publish not signed by its publisher"})
+		return
+	}
 	// The home's fanout job: refused before a sequence number is spent.
 	if !r.cfg.Sems.Fanout.TryAcquire() {
 		r.stats.FanoutRefused.Add(1)
@@ -298,12 +309,19 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 	hg.lastUse = r.cfg.Now()
 	seq, epoch := hg.seq, hg.epoch
 	r.stats.GroupPublishes.Add(1)
-	gm := &pb.GroupMessage{Group: p.GetGroup(), Epoch: hg.epoch, Seq: seq, From: p.GetFrom(), Id: p.GetId(), Payload: p.GetPayload()}
+	stamp, err := protocol.Stamp(r.key, p.GetGroup(), epoch, seq, p.GetSigned())
+	if err != nil {
+		hg.seq--
+		r.mu.Unlock()
+		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_UNREACHABLE, Detail: "group home cannot sign"})
+		return
+	}
+	gm := &pb.GroupMessage{Group: p.GetGroup(), Epoch: hg.epoch, Seq: seq, From: p.GetFrom(), Id: p.GetId(), Publish: p.GetSigned(), Stamp: stamp}
 	self := r.self()
 	if r.cfg.PerMemberFanoutForTest {
 		// The naive design: one frame, encoded anew, per member.
 		for m, sn := range hg.at {
-			one := &pb.GroupMessage{Group: gm.Group, Epoch: gm.Epoch, Seq: gm.Seq, From: gm.From, Id: gm.Id, Payload: gm.Payload, Only: []byte(m)}
+			one := &pb.GroupMessage{Group: gm.Group, Epoch: gm.Epoch, Seq: gm.Seq, From: gm.From, Id: gm.Id, Publish: gm.Publish, Stamp: gm.Stamp, Only: []byte(m)}
 			if sn == self {
 				r.deliverOnly(one)
 			} else if r.links.sendGroup(sn, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: one}})) {
@@ -376,7 +394,7 @@ func (r *Router) deliverOnly(gm *pb.GroupMessage) {
 	if err != nil {
 		return
 	}
-	gm = &pb.GroupMessage{Group: gm.Group, Epoch: gm.Epoch, Seq: gm.Seq, From: gm.From, Id: gm.Id, Payload: gm.Payload}
+	gm = &pb.GroupMessage{Group: gm.Group, Epoch: gm.Epoch, Seq: gm.Seq, From: gm.From, Id: gm.Id, Publish: gm.Publish, Stamp: gm.Stamp}
 	r.adm.Send(m, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}}))
 }
 

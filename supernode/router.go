@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -64,6 +65,7 @@ type RouterConfig struct {
 // it, and fans group messages out to its local members.
 type Router struct {
 	h     host.Host
+	key   crypto.PrivKey // the host's identity: stamps group messages
 	adm   *Admission
 	cfg   RouterConfig
 	log   *slog.Logger
@@ -97,6 +99,9 @@ type RouterStats struct {
 	// PresenceRefused and MembershipRefused count records refused for a
 	// missing or invalid client claim (forged by a supernode).
 	PresenceRefused, MembershipRefused atomic.Uint64
+	// PublishRefused counts publishes a home refused unsigned;
+	// GroupRefused group messages not stamped by the group's home.
+	PublishRefused, GroupRefused atomic.Uint64
 }
 
 // NewRouter returns a Router serving the sessions of adm.
@@ -122,8 +127,12 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	key := h.Peerstore().PrivKey(h.ID())
+	if key == nil {
+		return nil, errors.New("router: the host's peerstore has no private key for its own ID")
+	}
 	r := &Router{
-		h: h, adm: adm, cfg: cfg,
+		h: h, key: key, adm: adm, cfg: cfg,
 		log:      cfg.Log.With("component", "router"),
 		presence: make(map[peer.ID]presenceRecord),
 		cache:    make(map[peer.ID]cachedLocation),
@@ -465,7 +474,19 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 	case *pb.RelayFrame_Publish:
 		r.homePublish(k.Publish)
 	case *pb.RelayFrame_GroupMessage:
-		r.fanoutLocal(k.GroupMessage)
+		// Fan out only what the group's current home stamped: another
+		// supernode cannot number messages for a group it is not home to.
+		// (Members check the stamp and the publisher's signature again.)
+		gm := k.GroupMessage
+		if h, ok := r.groupHome(gm.GetGroup()); !ok || h != from {
+			r.stats.GroupRefused.Add(1)
+			return
+		}
+		if err := protocol.VerifyStamp(gm, from); err != nil {
+			r.stats.GroupRefused.Add(1)
+			return
+		}
+		r.fanoutLocal(gm)
 	case *pb.RelayFrame_PublishResult:
 		to, err := peer.IDFromBytes(k.PublishResult.GetTo())
 		if err == nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/dedup"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
@@ -208,12 +209,25 @@ func (m *messenger) handle(sess *session, f *pb.SessionFrame) {
 			m.c.m.refused.WithLabelValues(refusedNotMember).Inc()
 			return
 		}
+		// Believe the number only from the group's home (by this
+		// client's ring) and the payload only from its publisher.
+		home, ok := cluster.GroupHome(m.c.rings.Load(), g.GetGroup())
+		if !ok {
+			m.c.m.refused.WithLabelValues(refusedGroup).Inc()
+			return
+		}
+		payload, err := protocol.OpenGroupMessage(g, home)
+		if err != nil {
+			m.c.m.refused.WithLabelValues(refusedGroup).Inc()
+			m.c.log.Debug("group message refused", "group", g.GetGroup(), "err", err)
+			return
+		}
 		if m.duplicate(fmt.Sprintf("g/%s/%d/%d", g.GetGroup(), g.GetEpoch(), g.GetSeq())) {
 			return
 		}
 		from, _ := peer.IDFromBytes(g.GetFrom())
 		m.publishLocal(Inbound{Kind: KindGroup, Group: g.GetGroup(), Epoch: g.GetEpoch(), Seq: g.GetSeq(), From: from,
-			ID: g.GetId(), Payload: g.GetPayload(), Time: now})
+			ID: g.GetId(), Payload: payload, Time: now})
 	case *pb.SessionFrame_Gap:
 		m.publishLocal(Inbound{Kind: KindGap, Dropped: k.Gap.GetDropped(), Time: now})
 	case *pb.SessionFrame_Ack:
@@ -451,7 +465,11 @@ func (c *Client) Publish(ctx context.Context, group string, payload []byte) (Pub
 		return PublishResult{}, err
 	}
 	id := protocol.NewMessageID()
-	f := &pb.SessionFrame{Kind: &pb.SessionFrame_Publish{Publish: &pb.GroupPublish{Group: group, Id: id, Payload: payload}}}
+	signed, err := protocol.SignPublish(c.key, group, id, payload)
+	if err != nil {
+		return PublishResult{ID: id}, fmt.Errorf("sign publish: %w", err)
+	}
+	f := &pb.SessionFrame{Kind: &pb.SessionFrame_Publish{Publish: &pb.GroupPublish{Group: group, Id: id, Signed: signed}}}
 	res, err := c.msg.request(ctx, id, "", 1, f)
 	if err != nil {
 		return PublishResult{ID: id}, err

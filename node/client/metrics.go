@@ -28,9 +28,10 @@ const (
 	refusedDecrypt   = "decrypt"    // not sealed to this client
 	refusedAck       = "ack"        // an ack its recipient did not sign
 	refusedNotMember = "not_member" // a group message for a group not joined
+	refusedGroup     = "group"      // a group message not stamped by the group's home or not signed by its publisher
 )
 
-var refusalReasons = [...]string{refusedSignature, refusedMismatch, refusedDecrypt, refusedAck, refusedNotMember}
+var refusalReasons = [...]string{refusedSignature, refusedMismatch, refusedDecrypt, refusedAck, refusedNotMember, refusedGroup}
 
 // refusalReason maps protocol's direct-message errors to a reason.
 func refusalReason(err error) string {
@@ -78,7 +79,7 @@ func newMetrics() *metrics {
 	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "overlayd_client_messages_refused_total",
-		Help: "Direct messages and acks this client refused, by reason: signature (not signed by its sender, or altered on the way), mismatch (signed for another message or recipient), decrypt (not sealed to this client), ack (an ack its recipient did not sign), not_member (a group message for a group this client has not joined).",
+		Help: "Direct messages and acks this client refused, by reason: signature (not signed by its sender, or altered on the way), mismatch (signed for another message or recipient), decrypt (not sealed to this client), ack (an ack its recipient did not sign), not_member (a group message for a group this client has not joined), group (a group message not stamped by the group's home or not signed by its publisher).",
 	}, []string{"reason"})
 	for _, r := range attemptResults {
 		m.attempts.WithLabelValues(r)

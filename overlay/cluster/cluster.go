@@ -107,3 +107,14 @@ func Sample(spare []int, k int, rng *rand.Rand) []int {
 	}
 	return out
 }
+
+// GroupHome returns the home of group on r: the ring owner of its name,
+// which numbers its messages. Supernodes send it publishes and accept
+// group messages only from it; members believe only its stamp.
+func GroupHome(r *ring.Ring, group string) (peer.ID, bool) {
+	if r == nil {
+		return "", false
+	}
+	p, err := peer.Decode(r.Lookup([]byte(group)))
+	return p, err == nil
+}

@@ -147,3 +147,18 @@ func TestSampleIsWeightedWithoutReplacement(t *testing.T) {
 		t.Fatal("Sample chose from nothing")
 	}
 }
+
+func TestGroupHomeIsTheRingOwner(t *testing.T) {
+	ms := []ring.Member{{ID: newID(t, 1).String(), Weight: 1}, {ID: newID(t, 2).String(), Weight: 1}}
+	r, err := ring.New(ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := GroupHome(r, "team")
+	if !ok || h.String() != r.Lookup([]byte("team")) {
+		t.Fatalf("GroupHome = %s, %v; want the ring owner %s", h, ok, r.Lookup([]byte("team")))
+	}
+	if _, ok := GroupHome(nil, "team"); ok {
+		t.Fatal("a group has a home on no ring")
+	}
+}

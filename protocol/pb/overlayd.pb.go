@@ -1531,13 +1531,18 @@ func (x *MembershipClaim) GetSeq() uint64 {
 }
 
 type GroupPublish struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	Group   string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Id      []byte                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
-	Payload []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Id    []byte                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// Unused since signed (field 6): the payload travels inside it.
+	Payload []byte `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
 	// Set by the publisher's supernode when it relays to the group home.
-	From          []byte `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`
-	Origin        []byte `protobuf:"bytes,5,opt,name=origin,proto3" json:"origin,omitempty"`
+	From   []byte `protobuf:"bytes,4,opt,name=from,proto3" json:"from,omitempty"`
+	Origin []byte `protobuf:"bytes,5,opt,name=origin,proto3" json:"origin,omitempty"`
+	// A libp2p signed envelope (domain overlayd-group-publish) of a
+	// PublishClaim, signed by the publisher. The home numbers nothing
+	// without it, and members check it again.
+	Signed        []byte `protobuf:"bytes,6,opt,name=signed,proto3" json:"signed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1607,6 +1612,146 @@ func (x *GroupPublish) GetOrigin() []byte {
 	return nil
 }
 
+func (x *GroupPublish) GetSigned() []byte {
+	if x != nil {
+		return x.Signed
+	}
+	return nil
+}
+
+// PublishClaim is what a publisher signs: the group, the message ID and
+// the payload.
+type PublishClaim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Id            []byte                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Payload       []byte                 `protobuf:"bytes,3,opt,name=payload,proto3" json:"payload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishClaim) Reset() {
+	*x = PublishClaim{}
+	mi := &file_pb_overlayd_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishClaim) ProtoMessage() {}
+
+func (x *PublishClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishClaim.ProtoReflect.Descriptor instead.
+func (*PublishClaim) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *PublishClaim) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *PublishClaim) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *PublishClaim) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+// GroupStamp is what a group home signs for each message it numbers: the
+// group, the epoch and seq it gave, and the SHA-256 of the publisher's
+// signed PublishClaim envelope.
+type GroupStamp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	PublishDigest []byte                 `protobuf:"bytes,4,opt,name=publish_digest,json=publishDigest,proto3" json:"publish_digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStamp) Reset() {
+	*x = GroupStamp{}
+	mi := &file_pb_overlayd_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStamp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStamp) ProtoMessage() {}
+
+func (x *GroupStamp) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStamp.ProtoReflect.Descriptor instead.
+func (*GroupStamp) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *GroupStamp) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupStamp) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *GroupStamp) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *GroupStamp) GetPublishDigest() []byte {
+	if x != nil {
+		return x.PublishDigest
+	}
+	return nil
+}
+
 // GroupMessage is a group message as the group home numbered it. The home
 // encodes it once and sends the same frame to every supernode holding
 // members; each of those wraps it once for its local members.
@@ -1621,14 +1766,20 @@ type GroupMessage struct {
 	Payload []byte `protobuf:"bytes,6,opt,name=payload,proto3" json:"payload,omitempty"`
 	// Set only by a home running the naive per-member fanout kept for
 	// comparison benchmarks: deliver to this member alone.
-	Only          []byte `protobuf:"bytes,7,opt,name=only,proto3" json:"only,omitempty"`
+	Only []byte `protobuf:"bytes,7,opt,name=only,proto3" json:"only,omitempty"`
+	// The publisher's signed PublishClaim (GroupPublish.signed), carried
+	// unchanged: the payload is read from it, not from field 6.
+	Publish []byte `protobuf:"bytes,8,opt,name=publish,proto3" json:"publish,omitempty"`
+	// A libp2p signed envelope (domain overlayd-group-message) of the
+	// GroupStamp, signed by the group's home.
+	Stamp         []byte `protobuf:"bytes,9,opt,name=stamp,proto3" json:"stamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupMessage) Reset() {
 	*x = GroupMessage{}
-	mi := &file_pb_overlayd_proto_msgTypes[15]
+	mi := &file_pb_overlayd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1791,7 @@ func (x *GroupMessage) String() string {
 func (*GroupMessage) ProtoMessage() {}
 
 func (x *GroupMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[15]
+	mi := &file_pb_overlayd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1804,7 @@ func (x *GroupMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMessage.ProtoReflect.Descriptor instead.
 func (*GroupMessage) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{15}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GroupMessage) GetGroup() string {
@@ -1705,6 +1856,20 @@ func (x *GroupMessage) GetOnly() []byte {
 	return nil
 }
 
+func (x *GroupMessage) GetPublish() []byte {
+	if x != nil {
+		return x.Publish
+	}
+	return nil
+}
+
+func (x *GroupMessage) GetStamp() []byte {
+	if x != nil {
+		return x.Stamp
+	}
+	return nil
+}
+
 type Gap struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Dropped       uint64                 `protobuf:"varint,1,opt,name=dropped,proto3" json:"dropped,omitempty"`
@@ -1714,7 +1879,7 @@ type Gap struct {
 
 func (x *Gap) Reset() {
 	*x = Gap{}
-	mi := &file_pb_overlayd_proto_msgTypes[16]
+	mi := &file_pb_overlayd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1891,7 @@ func (x *Gap) String() string {
 func (*Gap) ProtoMessage() {}
 
 func (x *Gap) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[16]
+	mi := &file_pb_overlayd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1904,7 @@ func (x *Gap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Gap.ProtoReflect.Descriptor instead.
 func (*Gap) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{16}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Gap) GetDropped() uint64 {
@@ -1759,7 +1924,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_pb_overlayd_proto_msgTypes[17]
+	mi := &file_pb_overlayd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1771,7 +1936,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[17]
+	mi := &file_pb_overlayd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1784,7 +1949,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{17}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MembersRequest) GetId() []byte {
@@ -1813,7 +1978,7 @@ type Members struct {
 
 func (x *Members) Reset() {
 	*x = Members{}
-	mi := &file_pb_overlayd_proto_msgTypes[18]
+	mi := &file_pb_overlayd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +1990,7 @@ func (x *Members) String() string {
 func (*Members) ProtoMessage() {}
 
 func (x *Members) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[18]
+	mi := &file_pb_overlayd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +2003,7 @@ func (x *Members) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Members.ProtoReflect.Descriptor instead.
 func (*Members) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{18}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Members) GetId() []byte {
@@ -1890,7 +2055,7 @@ type RelayFrame struct {
 
 func (x *RelayFrame) Reset() {
 	*x = RelayFrame{}
-	mi := &file_pb_overlayd_proto_msgTypes[19]
+	mi := &file_pb_overlayd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1902,7 +2067,7 @@ func (x *RelayFrame) String() string {
 func (*RelayFrame) ProtoMessage() {}
 
 func (x *RelayFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[19]
+	mi := &file_pb_overlayd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1915,7 +2080,7 @@ func (x *RelayFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayFrame.ProtoReflect.Descriptor instead.
 func (*RelayFrame) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{19}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RelayFrame) GetKind() isRelayFrame_Kind {
@@ -2063,7 +2228,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_pb_overlayd_proto_msgTypes[20]
+	mi := &file_pb_overlayd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2240,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[20]
+	mi := &file_pb_overlayd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2253,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{20}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PublishResult) GetTo() []byte {
@@ -2121,7 +2286,7 @@ type PresenceRecord struct {
 
 func (x *PresenceRecord) Reset() {
 	*x = PresenceRecord{}
-	mi := &file_pb_overlayd_proto_msgTypes[21]
+	mi := &file_pb_overlayd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2298,7 @@ func (x *PresenceRecord) String() string {
 func (*PresenceRecord) ProtoMessage() {}
 
 func (x *PresenceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[21]
+	mi := &file_pb_overlayd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2311,7 @@ func (x *PresenceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceRecord.ProtoReflect.Descriptor instead.
 func (*PresenceRecord) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{21}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PresenceRecord) GetClient() []byte {
@@ -2196,7 +2361,7 @@ type PresenceClaim struct {
 
 func (x *PresenceClaim) Reset() {
 	*x = PresenceClaim{}
-	mi := &file_pb_overlayd_proto_msgTypes[22]
+	mi := &file_pb_overlayd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2373,7 @@ func (x *PresenceClaim) String() string {
 func (*PresenceClaim) ProtoMessage() {}
 
 func (x *PresenceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[22]
+	mi := &file_pb_overlayd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2386,7 @@ func (x *PresenceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceClaim.ProtoReflect.Descriptor instead.
 func (*PresenceClaim) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{22}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PresenceClaim) GetSupernode() []byte {
@@ -2247,7 +2412,7 @@ type PresenceBatch struct {
 
 func (x *PresenceBatch) Reset() {
 	*x = PresenceBatch{}
-	mi := &file_pb_overlayd_proto_msgTypes[23]
+	mi := &file_pb_overlayd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2259,7 +2424,7 @@ func (x *PresenceBatch) String() string {
 func (*PresenceBatch) ProtoMessage() {}
 
 func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[23]
+	mi := &file_pb_overlayd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2272,7 +2437,7 @@ func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceBatch.ProtoReflect.Descriptor instead.
 func (*PresenceBatch) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{23}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PresenceBatch) GetRecords() []*PresenceRecord {
@@ -2305,7 +2470,7 @@ type MembershipRecord struct {
 
 func (x *MembershipRecord) Reset() {
 	*x = MembershipRecord{}
-	mi := &file_pb_overlayd_proto_msgTypes[24]
+	mi := &file_pb_overlayd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2482,7 @@ func (x *MembershipRecord) String() string {
 func (*MembershipRecord) ProtoMessage() {}
 
 func (x *MembershipRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[24]
+	mi := &file_pb_overlayd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2495,7 @@ func (x *MembershipRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipRecord.ProtoReflect.Descriptor instead.
 func (*MembershipRecord) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{24}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *MembershipRecord) GetGroup() string {
@@ -2384,7 +2549,7 @@ type MembershipBatch struct {
 
 func (x *MembershipBatch) Reset() {
 	*x = MembershipBatch{}
-	mi := &file_pb_overlayd_proto_msgTypes[25]
+	mi := &file_pb_overlayd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2561,7 @@ func (x *MembershipBatch) String() string {
 func (*MembershipBatch) ProtoMessage() {}
 
 func (x *MembershipBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[25]
+	mi := &file_pb_overlayd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2574,7 @@ func (x *MembershipBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipBatch.ProtoReflect.Descriptor instead.
 func (*MembershipBatch) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{25}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MembershipBatch) GetRecords() []*MembershipRecord {
@@ -2431,7 +2596,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_pb_overlayd_proto_msgTypes[26]
+	mi := &file_pb_overlayd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2443,7 +2608,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[26]
+	mi := &file_pb_overlayd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2456,7 +2621,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{26}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *LookupRequest) GetClient() []byte {
@@ -2485,7 +2650,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_pb_overlayd_proto_msgTypes[27]
+	mi := &file_pb_overlayd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +2662,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[27]
+	mi := &file_pb_overlayd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +2675,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{27}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *LookupResponse) GetFound() bool {
@@ -2552,7 +2717,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_pb_overlayd_proto_msgTypes[28]
+	mi := &file_pb_overlayd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2729,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[28]
+	mi := &file_pb_overlayd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2742,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{28}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Ping) GetSeq() uint64 {
@@ -2597,7 +2762,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_pb_overlayd_proto_msgTypes[29]
+	mi := &file_pb_overlayd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2774,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[29]
+	mi := &file_pb_overlayd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2787,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{29}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Pong) GetSeq() uint64 {
@@ -2649,7 +2814,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_pb_overlayd_proto_msgTypes[30]
+	mi := &file_pb_overlayd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2661,7 +2826,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[30]
+	mi := &file_pb_overlayd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2674,7 +2839,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{30}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Detach) GetReason() string {
@@ -2814,13 +2979,24 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1c\n" +
 	"\tsupernode\x18\x02 \x01(\fR\tsupernode\x12\x12\n" +
 	"\x04join\x18\x03 \x01(\bR\x04join\x12\x10\n" +
-	"\x03seq\x18\x04 \x01(\x04R\x03seq\"z\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\"\x92\x01\n" +
 	"\fGroupPublish\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\fR\x02id\x12\x18\n" +
 	"\apayload\x18\x03 \x01(\fR\apayload\x12\x12\n" +
 	"\x04from\x18\x04 \x01(\fR\x04from\x12\x16\n" +
-	"\x06origin\x18\x05 \x01(\fR\x06origin\"\x9e\x01\n" +
+	"\x06origin\x18\x05 \x01(\fR\x06origin\x12\x16\n" +
+	"\x06signed\x18\x06 \x01(\fR\x06signed\"N\n" +
+	"\fPublishClaim\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\fR\x02id\x12\x18\n" +
+	"\apayload\x18\x03 \x01(\fR\apayload\"q\n" +
+	"\n" +
+	"GroupStamp\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12%\n" +
+	"\x0epublish_digest\x18\x04 \x01(\fR\rpublishDigest\"\xce\x01\n" +
 	"\fGroupMessage\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
@@ -2828,7 +3004,9 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x04from\x18\x04 \x01(\fR\x04from\x12\x0e\n" +
 	"\x02id\x18\x05 \x01(\fR\x02id\x12\x18\n" +
 	"\apayload\x18\x06 \x01(\fR\apayload\x12\x12\n" +
-	"\x04only\x18\a \x01(\fR\x04only\"\x1f\n" +
+	"\x04only\x18\a \x01(\fR\x04only\x12\x18\n" +
+	"\apublish\x18\b \x01(\fR\apublish\x12\x14\n" +
+	"\x05stamp\x18\t \x01(\fR\x05stamp\"\x1f\n" +
 	"\x03Gap\x12\x18\n" +
 	"\adropped\x18\x01 \x01(\x04R\adropped\"6\n" +
 	"\x0eMembersRequest\x12\x0e\n" +
@@ -2911,7 +3089,7 @@ func file_pb_overlayd_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_overlayd_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_pb_overlayd_proto_goTypes = []any{
 	(Role)(0),                  // 0: overlayd.v1.Role
 	(AttachRequest_Reason)(0),  // 1: overlayd.v1.AttachRequest.Reason
@@ -2932,22 +3110,24 @@ var file_pb_overlayd_proto_goTypes = []any{
 	(*GroupOp)(nil),            // 16: overlayd.v1.GroupOp
 	(*MembershipClaim)(nil),    // 17: overlayd.v1.MembershipClaim
 	(*GroupPublish)(nil),       // 18: overlayd.v1.GroupPublish
-	(*GroupMessage)(nil),       // 19: overlayd.v1.GroupMessage
-	(*Gap)(nil),                // 20: overlayd.v1.Gap
-	(*MembersRequest)(nil),     // 21: overlayd.v1.MembersRequest
-	(*Members)(nil),            // 22: overlayd.v1.Members
-	(*RelayFrame)(nil),         // 23: overlayd.v1.RelayFrame
-	(*PublishResult)(nil),      // 24: overlayd.v1.PublishResult
-	(*PresenceRecord)(nil),     // 25: overlayd.v1.PresenceRecord
-	(*PresenceClaim)(nil),      // 26: overlayd.v1.PresenceClaim
-	(*PresenceBatch)(nil),      // 27: overlayd.v1.PresenceBatch
-	(*MembershipRecord)(nil),   // 28: overlayd.v1.MembershipRecord
-	(*MembershipBatch)(nil),    // 29: overlayd.v1.MembershipBatch
-	(*LookupRequest)(nil),      // 30: overlayd.v1.LookupRequest
-	(*LookupResponse)(nil),     // 31: overlayd.v1.LookupResponse
-	(*Ping)(nil),               // 32: overlayd.v1.Ping
-	(*Pong)(nil),               // 33: overlayd.v1.Pong
-	(*Detach)(nil),             // 34: overlayd.v1.Detach
+	(*PublishClaim)(nil),       // 19: overlayd.v1.PublishClaim
+	(*GroupStamp)(nil),         // 20: overlayd.v1.GroupStamp
+	(*GroupMessage)(nil),       // 21: overlayd.v1.GroupMessage
+	(*Gap)(nil),                // 22: overlayd.v1.Gap
+	(*MembersRequest)(nil),     // 23: overlayd.v1.MembersRequest
+	(*Members)(nil),            // 24: overlayd.v1.Members
+	(*RelayFrame)(nil),         // 25: overlayd.v1.RelayFrame
+	(*PublishResult)(nil),      // 26: overlayd.v1.PublishResult
+	(*PresenceRecord)(nil),     // 27: overlayd.v1.PresenceRecord
+	(*PresenceClaim)(nil),      // 28: overlayd.v1.PresenceClaim
+	(*PresenceBatch)(nil),      // 29: overlayd.v1.PresenceBatch
+	(*MembershipRecord)(nil),   // 30: overlayd.v1.MembershipRecord
+	(*MembershipBatch)(nil),    // 31: overlayd.v1.MembershipBatch
+	(*LookupRequest)(nil),      // 32: overlayd.v1.LookupRequest
+	(*LookupResponse)(nil),     // 33: overlayd.v1.LookupResponse
+	(*Ping)(nil),               // 34: overlayd.v1.Ping
+	(*Pong)(nil),               // 35: overlayd.v1.Pong
+	(*Detach)(nil),             // 36: overlayd.v1.Detach
 }
 var file_pb_overlayd_proto_depIdxs = []int32{
 	0,  // 0: overlayd.v1.Announcement.role:type_name -> overlayd.v1.Role
@@ -2955,31 +3135,31 @@ var file_pb_overlayd_proto_depIdxs = []int32{
 	1,  // 2: overlayd.v1.AttachRequest.reason:type_name -> overlayd.v1.AttachRequest.Reason
 	2,  // 3: overlayd.v1.AttachResponse.status:type_name -> overlayd.v1.AttachResponse.Status
 	7,  // 4: overlayd.v1.AttachResponse.alternatives:type_name -> overlayd.v1.PeerAddrs
-	32, // 5: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
-	33, // 6: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
-	34, // 7: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
+	34, // 5: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
+	35, // 6: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
+	36, // 7: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
 	11, // 8: overlayd.v1.SessionFrame.send:type_name -> overlayd.v1.DirectMessage
 	11, // 9: overlayd.v1.SessionFrame.deliver:type_name -> overlayd.v1.DirectMessage
 	13, // 10: overlayd.v1.SessionFrame.ack:type_name -> overlayd.v1.Ack
 	15, // 11: overlayd.v1.SessionFrame.result:type_name -> overlayd.v1.Result
 	16, // 12: overlayd.v1.SessionFrame.group_op:type_name -> overlayd.v1.GroupOp
 	18, // 13: overlayd.v1.SessionFrame.publish:type_name -> overlayd.v1.GroupPublish
-	19, // 14: overlayd.v1.SessionFrame.group_message:type_name -> overlayd.v1.GroupMessage
-	20, // 15: overlayd.v1.SessionFrame.gap:type_name -> overlayd.v1.Gap
-	21, // 16: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
-	22, // 17: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
+	21, // 14: overlayd.v1.SessionFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	22, // 15: overlayd.v1.SessionFrame.gap:type_name -> overlayd.v1.Gap
+	23, // 16: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
+	24, // 17: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
 	3,  // 18: overlayd.v1.Result.status:type_name -> overlayd.v1.Result.Status
 	11, // 19: overlayd.v1.RelayFrame.deliver:type_name -> overlayd.v1.DirectMessage
 	13, // 20: overlayd.v1.RelayFrame.ack:type_name -> overlayd.v1.Ack
 	11, // 21: overlayd.v1.RelayFrame.nack:type_name -> overlayd.v1.DirectMessage
-	27, // 22: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
-	29, // 23: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
+	29, // 22: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
+	31, // 23: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
 	18, // 24: overlayd.v1.RelayFrame.publish:type_name -> overlayd.v1.GroupPublish
-	19, // 25: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
-	24, // 26: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
+	21, // 25: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	26, // 26: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
 	15, // 27: overlayd.v1.PublishResult.result:type_name -> overlayd.v1.Result
-	25, // 28: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
-	28, // 29: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
+	27, // 28: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
+	30, // 29: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
 	7,  // 30: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
 	31, // [31:31] is the sub-list for method output_type
 	31, // [31:31] is the sub-list for method input_type
@@ -3008,7 +3188,7 @@ func file_pb_overlayd_proto_init() {
 		(*SessionFrame_MembersRequest)(nil),
 		(*SessionFrame_Members)(nil),
 	}
-	file_pb_overlayd_proto_msgTypes[19].OneofWrappers = []any{
+	file_pb_overlayd_proto_msgTypes[21].OneofWrappers = []any{
 		(*RelayFrame_Deliver)(nil),
 		(*RelayFrame_Ack)(nil),
 		(*RelayFrame_Nack)(nil),
@@ -3024,7 +3204,7 @@ func file_pb_overlayd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_overlayd_proto_rawDesc), len(file_pb_overlayd_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
