@@ -159,6 +159,7 @@ func (n *recNet) config(name string, role node.Role, capacity int) node.Config {
 	c.ReturnInterval = n.tm.ReturnInterval
 	c.DrainPeriod = n.tm.DrainPeriod
 	c.OperatorPubkeys = []string{n.opPub}
+	c.NetworkMode = node.NetworkOpen // the operator key certifies the megas only
 	if n.boot != "" {
 		c.Bootstrap = []string{n.boot}
 	}
