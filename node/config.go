@@ -37,6 +37,19 @@ const (
 // APIOff, as Config.APIListen, disables the local API.
 const APIOff = "off"
 
+// Network modes (Config.NetworkMode).
+const (
+	// NetworkCertified: a regular supernode is admitted to the directory
+	// only with a supernode certificate of a trusted operator key, and its
+	// capacity is clamped to the certificate's ceiling. The default when
+	// the node trusts an operator key.
+	NetworkCertified = "certified"
+	// NetworkOpen: regular supernodes are self-asserted; operator keys,
+	// if any, certify mega-supernodes only. The default without operator
+	// keys.
+	NetworkOpen = "open"
+)
+
 // Config is the operator-facing configuration of a node. Field names in the
 // config file (YAML) are the flag names without dashes. Precedence, applied
 // by the CLI: flag > environment (OVERLAYD_*) > file > DefaultConfig.
@@ -83,6 +96,13 @@ type Config struct {
 	OperatorPubkeys []string `yaml:"operator-pubkey"`
 	// MegaCert is a certificate file: the node starts as a mega-supernode.
 	MegaCert string `yaml:"mega-cert"`
+	// NetworkMode is NetworkCertified, NetworkOpen, or empty for the
+	// default: certified when OperatorPubkeys is not empty, else open.
+	NetworkMode string `yaml:"network-mode"`
+	// SupernodeCert is a supernode certificate file (overlayd operator
+	// promote --role supernode): the node's announcements carry it, as a
+	// certified network requires.
+	SupernodeCert string `yaml:"supernode-cert"`
 	// DrainPeriod is how long a demoted mega-supernode takes to hand the
 	// clients above its regular capacity back, evenly, and how long a
 	// demoted auto supernode takes to detach all its clients.
@@ -245,6 +265,21 @@ func (c *Config) Validate() error {
 	if c.MegaCert != "" && len(c.OperatorPubkeys) == 0 {
 		return cfgErr("--mega-cert", c.MegaCert, "needs --operator-pubkey: the node verifies its own certificate as its peers will")
 	}
+	switch c.NetworkMode {
+	case "", NetworkOpen:
+	case NetworkCertified:
+		if len(c.OperatorPubkeys) == 0 {
+			return cfgErr("--network-mode", c.NetworkMode, "needs --operator-pubkey: supernode certificates are checked against the trusted operator keys")
+		}
+	default:
+		return cfgErr("--network-mode", c.NetworkMode, "must be certified or open")
+	}
+	if c.SupernodeCert != "" && c.Role == RoleOrdinary {
+		return cfgErr("--supernode-cert", c.SupernodeCert, "a supernode certificate is for --role supernode or auto")
+	}
+	if c.SupernodeCert != "" && !c.Certified() {
+		return cfgErr("--supernode-cert", c.SupernodeCert, "needs a certified network (--operator-pubkey, and not --network-mode open)")
+	}
 	if c.ConnsPerIP < 1 || c.ConnsPerIP > 1_000_000 {
 		return cfgErr("--conns-per-ip", fmt.Sprint(c.ConnsPerIP), "must be within [1, 1000000]")
 	}
@@ -332,6 +367,18 @@ func (c *Config) bootstrapPeers() ([]peer.AddrInfo, error) {
 		return nil, cfgErr("--bootstrap", strings.Join(c.Bootstrap, ","), "%v", err)
 	}
 	return infos, nil
+}
+
+// Certified reports whether the node runs in a certified network: with
+// NetworkMode certified, or unset and at least one operator key trusted.
+func (c *Config) Certified() bool {
+	switch c.NetworkMode {
+	case NetworkCertified:
+		return true
+	case NetworkOpen:
+		return false
+	}
+	return len(c.OperatorPubkeys) > 0
 }
 
 func (c *Config) operatorKeys() ([]crypto.PubKey, error) {

@@ -19,9 +19,26 @@ import (
 	"github.com/overlayd/overlayd/supernode/capacity"
 )
 
-// verifyMega is the directory's check of a mega announcement.
+// verifyMega is the directory's check of every announcement that is not
+// departing (directory.MegaVerifier). A mega announcement needs a valid
+// mega-supernode certificate. In a certified network a supernode
+// announcement needs a valid supernode certificate, carried in the same
+// field, whose ceiling the directory clamps its capacity to; without one it
+// is refused as uncertified. In an open network supernodes need nothing
+// (and a certificate they carry is ignored).
 func (n *Node) verifyMega(a protocol.Announcement, now time.Time) (protocol.MegaCert, error) {
-	c, err := protocol.VerifyMegaCert(a.MegaCert, n.trusted, a.ID, now, n.isRevoked)
+	var c protocol.Cert
+	var err error
+	switch {
+	case a.Role == protocol.RoleMega:
+		c, err = protocol.VerifyMegaCert(a.MegaCert, n.trusted, a.ID, now, n.isRevoked)
+	case !n.cfg.Certified():
+		return protocol.Cert{}, nil
+	case len(a.MegaCert) == 0:
+		return protocol.Cert{}, protocol.Reject(protocol.ReasonUncertified, "supernode %s announced without a supernode certificate in a certified network", a.ID)
+	default:
+		c, err = protocol.VerifySupernodeCert(a.MegaCert, n.trusted, a.ID, now, n.isRevoked)
+	}
 	if err != nil {
 		n.m.certRejected.WithLabelValues(string(protocol.ReasonOf(err))).Inc()
 	}
@@ -45,15 +62,42 @@ func (n *Node) MegaCert() (protocol.MegaCert, bool) {
 	return *n.cert, true
 }
 
+// SupernodeCert returns this node's supernode certificate, if it has one.
+func (n *Node) SupernodeCert() (protocol.SupernodeCert, bool) {
+	n.megaMu.Lock()
+	defer n.megaMu.Unlock()
+	if n.snCert == nil {
+		return protocol.SupernodeCert{}, false
+	}
+	return *n.snCert, true
+}
+
+// regularCapacity is the capacity this node takes as a regular supernode:
+// its configured capacity, at most its supernode certificate's ceiling.
+func (n *Node) regularCapacity() int {
+	if c, ok := n.SupernodeCert(); ok {
+		return min(n.cfg.Capacity, int(c.Capacity))
+	}
+	return n.cfg.Capacity
+}
+
 // Promote makes this supernode a mega-supernode now: it verifies the
 // certificate as its peers will (trusted operator key, this peer as the
 // subject, valid now, not revoked), raises its capacity to the
 // certificate's, and announces the new role at once. Attached clients stay.
+// Given a supernode certificate instead, it installs that (see
+// setSupernodeCert; an auto node need not be serving) and returns it.
 func (n *Node) Promote(ctx context.Context, raw []byte) (protocol.MegaCert, error) {
-	if n.admission == nil || !n.serving.Load() {
+	if n.admission == nil {
 		return protocol.MegaCert{}, ErrNotSupernode
 	}
 	c, err := protocol.VerifyMegaCert(raw, n.trusted, n.ID(), n.now(), n.isRevoked)
+	if protocol.ReasonOf(err) == protocol.CertWrongRole {
+		return n.setSupernodeCert(ctx, raw, true)
+	}
+	if !n.serving.Load() {
+		return protocol.MegaCert{}, ErrNotSupernode
+	}
 	if err != nil {
 		return protocol.MegaCert{}, fmt.Errorf("promote: %w", err)
 	}
@@ -86,12 +130,14 @@ func (n *Node) Demote(ctx context.Context, why string) error {
 	}
 	serial := n.cert.Serial
 	n.cert, n.certRaw = nil, nil
+	snRaw := n.snRaw
 	n.megaMu.Unlock()
-	if err := n.announcer.SetRole(protocol.RoleSupernode, n.cfg.Capacity); err != nil {
+	regular := n.regularCapacity()
+	if err := n.announcer.SetRole(protocol.RoleSupernode, regular); err != nil {
 		return err
 	}
-	n.announcer.SetCert(nil)
-	if err := n.sems.SetLimits(capacity.DefaultLimits(n.cfg.Capacity)); err != nil {
+	n.announcer.SetCert(snRaw)
+	if err := n.sems.SetLimits(capacity.DefaultLimits(regular)); err != nil {
 		return err
 	}
 	n.log.Info("demoted to supernode", "serial", serial, "why", why, "drain", n.cfg.DrainPeriod)
@@ -102,10 +148,52 @@ func (n *Node) Demote(ctx context.Context, why string) error {
 	return nil
 }
 
-// handBack detaches the clients above the configured capacity in ten even
+// handBack detaches the clients above the regular capacity in ten even
 // steps over period; each Detach spreads its client's move over one step.
 func (n *Node) handBack(ctx context.Context, period time.Duration) {
-	n.drainTo(ctx, period, n.cfg.Capacity, "mega-supernode handing back", nil)
+	n.drainTo(ctx, period, n.regularCapacity(), "mega-supernode handing back", nil)
+}
+
+// setSupernodeCert verifies a supernode certificate as this node's peers
+// will and makes this node's announcements carry it (a mega-supernode
+// carries its mega certificate until it is demoted). Its regular capacity
+// becomes at most the certificate's ceiling. With announce, a regular
+// supernode announces at once.
+func (n *Node) setSupernodeCert(ctx context.Context, raw []byte, announce bool) (protocol.SupernodeCert, error) {
+	if !n.cfg.Certified() {
+		return protocol.SupernodeCert{}, fmt.Errorf("supernode certificate: this node runs an open network (--network-mode open or no --operator-pubkey), where supernodes need none")
+	}
+	c, err := protocol.VerifySupernodeCert(raw, n.trusted, n.ID(), n.now(), n.isRevoked)
+	if err != nil {
+		return protocol.SupernodeCert{}, fmt.Errorf("supernode certificate: %w", err)
+	}
+	n.megaMu.Lock()
+	n.snCert, n.snRaw = &c, raw
+	mega := n.cert != nil
+	n.megaMu.Unlock()
+	if int(c.Capacity) < n.cfg.Capacity {
+		n.log.Warn("capacity above the supernode certificate's ceiling: taking the ceiling", "capacity", n.cfg.Capacity, "ceiling", c.Capacity)
+	}
+	n.log.Info("supernode certificate", "serial", c.Serial, "ceiling", c.Capacity, "until", c.NotAfter)
+	if mega {
+		return c, nil
+	}
+	n.announcer.SetCert(raw)
+	if n.cfg.Role == RoleSupernode {
+		regular := n.regularCapacity()
+		if err := n.sems.SetLimits(capacity.DefaultLimits(regular)); err != nil {
+			return protocol.SupernodeCert{}, err
+		}
+		if err := n.announcer.SetRole(protocol.RoleSupernode, regular); err != nil {
+			return protocol.SupernodeCert{}, err
+		}
+	}
+	if announce && n.serving.Load() {
+		if err := n.publishAnnouncement(ctx, false); err != nil {
+			n.log.Warn("announce supernode certificate", "err", err)
+		}
+	}
+	return c, nil
 }
 
 // megaLoop demotes this node when its certificate expires or is revoked,
@@ -128,6 +216,7 @@ func (n *Node) megaLoop(ctx context.Context) {
 		case <-repub.C:
 			n.republishRevocations(ctx)
 		case <-t.C:
+			n.checkSupernodeCert()
 			if c, ok := n.MegaCert(); ok {
 				now := n.now()
 				switch {
@@ -139,6 +228,37 @@ func (n *Node) megaLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// checkSupernodeCert drops this node's supernode certificate once it has
+// expired or been revoked, and says so: peers refuse its announcements from
+// then on, until a new certificate comes (overlayd promote).
+func (n *Node) checkSupernodeCert() {
+	c, ok := n.SupernodeCert()
+	if !ok {
+		return
+	}
+	why := ""
+	switch {
+	case n.now().After(c.NotAfter.Add(protocol.ClockSkew)):
+		why = "expired"
+	case n.isRevoked(c.Serial):
+		why = "revoked"
+	default:
+		return
+	}
+	n.megaMu.Lock()
+	if n.snCert == nil || n.snCert.Serial != c.Serial {
+		n.megaMu.Unlock()
+		return
+	}
+	n.snCert, n.snRaw = nil, nil
+	mega := n.cert != nil
+	n.megaMu.Unlock()
+	if !mega {
+		n.announcer.SetCert(nil)
+	}
+	n.log.Error("supernode certificate "+why+": peers of this certified network now refuse this node's announcements", "serial", c.Serial)
 }
 
 // allowMegas puts the verified mega-supernodes' addresses on the resource
@@ -252,8 +372,21 @@ func (n *Node) republishRevocations(ctx context.Context) {
 	}
 }
 
-// loadMegaCert promotes at start from --mega-cert.
+// loadMegaCert installs --supernode-cert and promotes from --mega-cert at
+// start. In a certified network a supernode without a supernode
+// certificate is refused by its peers: it starts, and says so.
 func (n *Node) loadMegaCert(ctx context.Context) error {
+	if n.cfg.SupernodeCert != "" {
+		raw, err := readCertFile(n.cfg.SupernodeCert)
+		if err == nil {
+			_, err = n.setSupernodeCert(ctx, raw, false)
+		}
+		if err != nil {
+			return &ConfigError{Field: "--supernode-cert", Value: n.cfg.SupernodeCert, Err: err}
+		}
+	} else if n.cfg.Certified() {
+		n.log.Warn("certified network and no --supernode-cert: peers refuse this node's announcements as a regular supernode until `overlayd promote` gives it a supernode certificate")
+	}
 	if n.cfg.MegaCert == "" {
 		return nil
 	}
@@ -269,6 +402,15 @@ func (n *Node) loadMegaCert(ctx context.Context) error {
 		return &ConfigError{Field: "--mega-cert", Value: n.cfg.MegaCert, Err: err}
 	}
 	return nil
+}
+
+// readCertFile reads a certificate file in its text form.
+func readCertFile(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.DecodeBlob(string(b))
 }
 
 // megaOrder orders the mega-supernodes of a snapshot for this client by a

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -45,17 +47,42 @@ func (o operator) cert(t *testing.T, id peer.ID, capacity uint32, serial uint64)
 	return b
 }
 
-// trustingNetwork starts k regular supernodes (and, separately, megas
-// supernodes to be promoted) that trust op.
+// snCert returns a supernode certificate of op for id with ceiling.
+func (o operator) snCert(t *testing.T, id peer.ID, ceiling uint32, serial uint64) []byte {
+	t.Helper()
+	now := time.Now()
+	b, err := protocol.SealSupernodeCert(protocol.SupernodeCert{Subject: id, Capacity: ceiling, NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Hour), Serial: serial}, o.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// snCertFile writes a supernode certificate for id in its text form to a
+// file for --supernode-cert, and returns its path.
+func (o operator) snCertFile(t *testing.T, id peer.ID, ceiling uint32) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "supernode.cert")
+	if err := os.WriteFile(path, []byte(protocol.EncodeBlob(o.snCert(t, id, ceiling, protocol.NewSerial()))+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// trustingSupernode starts a regular supernode that trusts op, in a
+// certified network: op has given it a supernode certificate with its
+// capacity as the ceiling (tweak may change the config afterwards).
 func trustingSupernode(t *testing.T, op operator, boot string, capacity int, tweak func(*Config)) *Node {
 	t.Helper()
+	key, id := newKey(t)
 	c := attachConfig(t, RoleSupernode, boot)
 	c.Capacity = capacity
 	c.OperatorPubkeys = []string{op.pub}
+	c.SupernodeCert = op.snCertFile(t, id, uint32(capacity))
 	if tweak != nil {
 		tweak(&c)
 	}
-	return startNode(t, c)
+	return startClientConfig(t, c, WithIdentity(key))
 }
 
 func trustingClient(t *testing.T, op operator, boot string, tweak func(*Config)) *Node {
@@ -135,7 +162,7 @@ func TestForgedMegaGetsNothing(t *testing.T) {
 	sn := trustingSupernode(t, op, "", 10, nil)
 	target := trustingClient(t, op, p2pAddr(sn), nil)
 	waitFor(t, 5*time.Second, "ring", func() bool { r := target.Ring(); return r != nil && r.Len() == 1 })
-	r := newRogue(t, target)
+	r := newRogueTo(t, target)
 	// The rogue claims the mega role with a certificate it signed itself.
 	self := protocol.MegaCert{Subject: r.h.ID(), Capacity: 1000, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), Serial: 5}
 	forged, err := protocol.SealMegaCert(self, r.h.Peerstore().PrivKey(r.h.ID()))

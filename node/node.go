@@ -62,6 +62,8 @@ type Node struct {
 	revoked  map[uint64]time.Time // serial → until
 	cert     *protocol.MegaCert   // this node's, while it is mega
 	certRaw  []byte
+	snCert   *protocol.SupernodeCert // this node's supernode certificate (certified network)
+	snRaw    []byte
 	ownRevs  [][]byte // revocations submitted here, re-published until moot
 	revTopic *pubsub.Topic
 	runCtx   context.Context // lives from Start to Close

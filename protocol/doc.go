@@ -112,6 +112,10 @@
 //   - peer_id equals the GossipSub signer [signer_mismatch];
 //   - for role mega, unless departing, the certificate verifies (see Mega
 //     certificates) [a certificate reason];
+//   - for role supernode in a certified network (see Supernode
+//     certificates), unless departing, mega_cert is not empty [uncertified]
+//     and verifies as a supernode certificate [a certificate reason]; the
+//     entry's capacity is then min(capacity, the certificate's capacity);
 //   - seq is greater than the last seq accepted from that peer [stale_seq];
 //   - the peer is known, or the receiver remembers fewer than
 //     directory.DefaultMaxEntries (65,536) peers, live or recently departed
@@ -155,6 +159,37 @@
 // text forms for files and flags: [EncodeKey], [DecodeKey], [EncodeBlob],
 // [DecodeBlob].
 //
+// # Supernode certificates
+//
+// A supernode certificate is the same [pb.MegaCertificate] payload with role
+// SUPERNODE, signed by an operator key in a signed envelope of its own domain
+// [SupernodeCertDomain] and payload type /overlayd/supernode-cert/1
+// ([SealSupernodeCert]); its capacity is a ceiling. Mega certificates are
+// unchanged. [VerifySupernodeCert] applies the checks of VerifyMegaCert in
+// the same order, except that an envelope whose signature is not valid for
+// the supernode domain but is valid for the mega domain is refused as
+// [cert_wrong_role] (and VerifyMegaCert refuses a supernode certificate so
+// too); a payload whose role does not match its domain is cert_malformed.
+// Because the domains differ, no signature over one kind can be read as the
+// other.
+//
+// A node runs a certified network when it trusts at least one operator key,
+// unless its operator chose the open mode (node.Config.NetworkMode,
+// --network-mode certified|open; certified without a trusted key is a
+// configuration error).
+// In a certified network a supernode announcement carries the announcer's
+// supernode certificate in mega_cert, and is refused without one [uncertified]
+// or with one that does not verify [a certificate reason], in both cases
+// counted and rejected; a node refuses its own such announcement too, so it
+// never sends it. The accepted entry's capacity is clamped to the certificate's
+// ceiling, so that ring weight, spare capacity and every order derived from
+// capacity follow it; the entry expires no later than the certificate's
+// not_after + [ClockSkew], and a revocation of its serial removes it. A
+// mega-supernode's announcement carries its mega certificate; once demoted it
+// carries its supernode certificate again. In an open network supernodes are
+// self-asserted and a certificate they carry is ignored; mega-supernodes need
+// their certificate in both modes.
+//
 // # Revocations
 //
 // An operator revokes a certificate serial with a [pb.MegaRevocation] in a
@@ -167,10 +202,11 @@
 // [cert_untrusted_key], serial != 0 [cert_malformed]. A refused revocation is
 // rejected; an accepted one is forwarded and applied: the serial is
 // remembered until not_after + [ClockSkew], the directory drops the entry
-// whose certificate has that serial, and later certificates with it fail
-// [cert_revoked]. issued_unix is carried but not checked. The node the
-// revocation was submitted to re-publishes it every announce interval until
-// not_after + ClockSkew, so that nodes that join later learn it.
+// whose certificate (mega or supernode) has that serial, and later
+// certificates with it fail [cert_revoked]. issued_unix is carried but not
+// checked. The node the revocation was submitted to re-publishes it every
+// announce interval until not_after + ClockSkew, so that nodes that join
+// later learn it.
 //
 // # Attach handshake
 //

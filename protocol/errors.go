@@ -18,10 +18,13 @@ const (
 	ReasonStaleSeq       Reason = "stale_seq"
 	// ReasonDirectoryFull: the receiver remembers as many peers as it may.
 	ReasonDirectoryFull Reason = "directory_full"
+	// ReasonUncertified: in a certified network, a supernode announcement
+	// without a supernode certificate.
+	ReasonUncertified Reason = "uncertified"
 )
 
 // Reasons lists every Reason, for pre-declaring metric label values.
-var Reasons = []Reason{ReasonOversize, ReasonUndecodable, ReasonInvalid, ReasonSignerMismatch, ReasonStaleSeq, ReasonDirectoryFull}
+var Reasons = []Reason{ReasonOversize, ReasonUndecodable, ReasonInvalid, ReasonSignerMismatch, ReasonStaleSeq, ReasonDirectoryFull, ReasonUncertified}
 
 // ErrRejected matches every *RejectError.
 var ErrRejected = errors.New("message rejected")

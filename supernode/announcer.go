@@ -56,7 +56,8 @@ func (a *Announcer) SetRole(role protocol.Role, capacity int) error {
 	return nil
 }
 
-// SetCert sets the certificate carried by RoleMega announcements.
+// SetCert sets the certificate carried by later announcements: a
+// mega-supernode's, or a supernode's in a certified network (nil for none).
 func (a *Announcer) SetCert(cert []byte) {
 	a.mu.Lock()
 	a.cert = cert
@@ -76,9 +77,6 @@ func (a *Announcer) Next(addrs []ma.Multiaddr, load int, departing bool, now tim
 	a.seq = seq
 	role, capacity, cert := a.role, a.capacity, a.cert
 	a.mu.Unlock()
-	if role != protocol.RoleMega {
-		cert = nil
-	}
 	ann := protocol.Announcement{
 		ID:        a.id,
 		Addrs:     addrs,

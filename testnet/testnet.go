@@ -243,6 +243,7 @@ func (n *Network) config(m *member) node.Config {
 	setIf(&c.ReturnInterval, n.cfg.ReturnInterval)
 	setIf(&c.DrainPeriod, n.cfg.DrainPeriod)
 	c.OperatorPubkeys = []string{n.opPub}
+	c.NetworkMode = node.NetworkOpen // the operator key certifies the megas only
 	c.Bootstrap = slices.Clone(n.boot)
 	return c
 }

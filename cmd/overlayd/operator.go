@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/urfave/cli/v2"
 
+	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -48,7 +49,7 @@ func readOperatorKey(path string) (crypto.PrivKey, error) {
 func operatorCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "operator",
-		Usage: "operator keys, mega-supernode certificates and revocations (offline: no daemon needed)",
+		Usage: "operator keys, mega-supernode and supernode certificates, revocations (offline: no daemon needed)",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "keygen",
@@ -90,13 +91,15 @@ func operatorCommand() *cli.Command {
 				},
 			},
 			{
-				Name:  "promote",
-				Usage: "print a mega-supernode certificate for a peer, signed by the operator key",
+				Name:    "promote",
+				Aliases: []string{"cert"},
+				Usage:   "print a certificate for a peer, signed by the operator key: a mega-supernode's (--role mega, the default) or a supernode's for a certified network (--role supernode); also `operator cert`",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "key", Usage: "operator key file", Required: true},
 					&cli.StringFlag{Name: "peer", Usage: "peer ID of the node to promote", Required: true},
+					&cli.StringFlag{Name: "role", Usage: "mega (a mega-supernode certificate) or supernode (a supernode certificate: run the node with --supernode-cert)", Value: "mega"},
 					&cli.DurationFlag{Name: "ttl", Usage: "validity from now", Value: 24 * time.Hour},
-					&cli.IntFlag{Name: "capacity", Usage: "capacity the mega-supernode takes", Value: 5000},
+					&cli.IntFlag{Name: "capacity", Usage: "capacity the mega-supernode takes; with --role supernode the ceiling of the supernode's capacity (default 5000 for mega, the run default for supernode)", Value: 5000},
 					&cli.Uint64Flag{Name: "serial", Usage: "certificate serial (random when 0)"},
 				},
 				Action: func(c *cli.Context) error {
@@ -108,8 +111,20 @@ func operatorCommand() *cli.Command {
 					if err != nil {
 						return usageError{fmt.Errorf("--peer %q is not a peer ID: %v", c.String("peer"), err)}
 					}
-					if c.Int("capacity") < 1 || c.Int("capacity") > 1_000_000 {
-						return usageError{fmt.Errorf("--capacity %d must be within [1, 1000000]", c.Int("capacity"))}
+					seal, what := protocol.SealMegaCert, "mega-supernode certificate"
+					capacity := c.Int("capacity")
+					switch c.String("role") {
+					case "mega":
+					case "supernode":
+						seal, what = protocol.SealSupernodeCert, "supernode certificate"
+						if !c.IsSet("capacity") {
+							capacity = node.DefaultConfig().Capacity
+						}
+					default:
+						return usageError{fmt.Errorf("--role %q must be mega or supernode", c.String("role"))}
+					}
+					if capacity < 1 || capacity > 1_000_000 {
+						return usageError{fmt.Errorf("--capacity %d must be within [1, 1000000]", capacity)}
 					}
 					if c.Duration("ttl") <= 0 {
 						return usageError{fmt.Errorf("--ttl %v must be positive", c.Duration("ttl"))}
@@ -119,12 +134,12 @@ func operatorCommand() *cli.Command {
 						serial = protocol.NewSerial()
 					}
 					now := time.Now()
-					b, err := protocol.SealMegaCert(protocol.MegaCert{Subject: id, Capacity: uint32(c.Int("capacity")),
+					b, err := seal(protocol.Cert{Subject: id, Capacity: uint32(capacity),
 						NotBefore: now, NotAfter: now.Add(c.Duration("ttl")), Serial: serial}, k)
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(c.App.ErrWriter, "certificate serial %d for %s, capacity %d, until %s\n", serial, id, c.Int("capacity"), now.Add(c.Duration("ttl")).UTC().Format(time.RFC3339))
+					fmt.Fprintf(c.App.ErrWriter, "%s serial %d for %s, capacity %d, until %s\n", what, serial, id, capacity, now.Add(c.Duration("ttl")).UTC().Format(time.RFC3339))
 					fmt.Fprintln(c.App.Writer, protocol.EncodeBlob(b))
 					return nil
 				},
@@ -203,7 +218,7 @@ func daemonCertCommand[T any](name, usage, flag string, apply func(*localapi.Cli
 }
 
 func promoteCommand() *cli.Command {
-	return daemonCertCommand("promote", "make the running supernode a mega-supernode with a certificate (no restart)", "cert", (*localapi.Client).Promote,
+	return daemonCertCommand("promote", "make the running supernode a mega-supernode with a certificate, or give it a supernode certificate (no restart)", "cert", (*localapi.Client).Promote,
 		func(w io.Writer, st localapi.Status) {
 			if st.Mega == nil {
 				fmt.Fprintln(w, "done")

@@ -46,7 +46,9 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "retry-base", Usage: "first backoff ceiling after a failed attach pass (doubles per failure, full jitter)", Value: d.RetryBase, EnvVars: []string{"OVERLAYD_RETRY_BASE"}},
 			&cli.DurationFlag{Name: "retry-max", Usage: "largest backoff ceiling", Value: d.RetryMax, EnvVars: []string{"OVERLAYD_RETRY_MAX"}},
 			&cli.DurationFlag{Name: "return-interval", Usage: "mean time between a failed-over client's attempts to move back home (jittered)", Value: d.ReturnInterval, EnvVars: []string{"OVERLAYD_RETURN_INTERVAL"}},
-			&cli.StringSliceFlag{Name: "operator-pubkey", Usage: "trusted operator public key (ed25519:...) for mega-supernode certificates (repeatable)", EnvVars: []string{"OVERLAYD_OPERATOR_PUBKEY"}},
+			&cli.StringSliceFlag{Name: "operator-pubkey", Usage: "trusted operator public key (ed25519:...) for mega-supernode and supernode certificates (repeatable); makes the network certified unless --network-mode open", EnvVars: []string{"OVERLAYD_OPERATOR_PUBKEY"}},
+			&cli.StringFlag{Name: "network-mode", Usage: "certified (supernodes need a supernode certificate of a trusted operator key; the default with --operator-pubkey) or open (self-asserted supernodes; operator keys certify mega-supernodes only; the default without)", EnvVars: []string{"OVERLAYD_NETWORK_MODE"}},
+			&cli.StringFlag{Name: "supernode-cert", Usage: "supernode certificate file (overlayd operator promote --role supernode) that this node's announcements carry in a certified network", EnvVars: []string{"OVERLAYD_SUPERNODE_CERT"}},
 			&cli.StringFlag{Name: "mega-cert", Usage: "start as a mega-supernode with this certificate file (needs --role supernode)", EnvVars: []string{"OVERLAYD_MEGA_CERT"}},
 			&cli.DurationFlag{Name: "drain-period", Usage: "how long a demoted mega-supernode takes to hand extra clients back, and a demoted auto supernode all of them", Value: d.DrainPeriod, EnvVars: []string{"OVERLAYD_DRAIN_PERIOD"}},
 			&cli.DurationFlag{Name: "auto-min-uptime", Usage: "--role auto: uptime before the node may promote", Value: d.AutoMinUptime, EnvVars: []string{"OVERLAYD_AUTO_MIN_UPTIME"}},
@@ -111,6 +113,8 @@ func configFrom(c *cli.Context) (node.Config, error) {
 	set("return-interval", func() { cfg.ReturnInterval = c.Duration("return-interval") })
 	set("operator-pubkey", func() { cfg.OperatorPubkeys = c.StringSlice("operator-pubkey") })
 	set("mega-cert", func() { cfg.MegaCert = c.String("mega-cert") })
+	set("network-mode", func() { cfg.NetworkMode = c.String("network-mode") })
+	set("supernode-cert", func() { cfg.SupernodeCert = c.String("supernode-cert") })
 	set("drain-period", func() { cfg.DrainPeriod = c.Duration("drain-period") })
 	set("auto-min-uptime", func() { cfg.AutoMinUptime = c.Duration("auto-min-uptime") })
 	set("auto-min-capacity", func() { cfg.AutoMinCapacity = c.Int("auto-min-capacity") })

@@ -27,6 +27,9 @@ type Entry struct {
 	Expires time.Time
 	// Cert is the verified certificate of a mega-supernode (nil otherwise).
 	Cert *protocol.MegaCert
+	// SupernodeCert is the verified certificate of a regular supernode in a
+	// certified network (nil otherwise); Capacity is at most its ceiling.
+	SupernodeCert *protocol.SupernodeCert
 }
 
 // Snapshot is an immutable view of the directory. Entries are sorted by peer
@@ -92,8 +95,13 @@ type seqMark struct {
 	forget time.Time
 }
 
-// MegaVerifier checks the certificate of a RoleMega announcement at now.
-// Errors should be *protocol.RejectError with a certificate reason.
+// MegaVerifier checks an announcement's certificate at now. It is called
+// for every announcement that is not departing, whatever its role. For
+// RoleMega the result is the entry's Cert. For RoleSupernode a result with
+// a serial (verified certificates have one) is the entry's SupernodeCert,
+// and its Capacity the ceiling of the entry's capacity; a zero result
+// admits the supernode without a certificate (an open network). Errors
+// should be *protocol.RejectError; the announcement is refused.
 type MegaVerifier func(a protocol.Announcement, now time.Time) (protocol.MegaCert, error)
 
 // Directory is safe for concurrent use.
@@ -124,9 +132,10 @@ func WithMaxEntries(n int) Option {
 	}
 }
 
-// WithMegaVerifier sets how mega-supernode certificates are checked.
+// WithMegaVerifier sets how certificates are checked (see MegaVerifier).
 // Without one, every RoleMega announcement is refused (cert_untrusted_key):
-// a node that trusts no operator key trusts no mega-supernode.
+// a node that trusts no operator key trusts no mega-supernode; and
+// supernodes are admitted without a certificate.
 func WithMegaVerifier(v MegaVerifier) Option {
 	return func(d *Directory) { d.verifyMega = v }
 }
@@ -163,7 +172,7 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 	if signer != a.ID {
 		return Event{}, protocol.Reject(protocol.ReasonSignerMismatch, "announcement for %s signed by %s", a.ID, signer)
 	}
-	var cert *protocol.MegaCert
+	var cert, snCert *protocol.MegaCert
 	if a.Role == protocol.RoleMega && !a.Departing {
 		if d.verifyMega == nil {
 			return Event{}, protocol.Reject(protocol.CertUntrusted, "mega announcement from %s, and no operator key is trusted", a.ID)
@@ -173,6 +182,15 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 			return Event{}, err
 		}
 		cert = &c
+	} else if !a.Departing && d.verifyMega != nil {
+		c, err := d.verifyMega(a, now)
+		if err != nil {
+			return Event{}, err
+		}
+		if c.Serial != 0 {
+			snCert = &c
+			a.Capacity = min(a.Capacity, c.Capacity)
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -200,9 +218,12 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 		d.changedLocked(true)
 		return Event{Kind: Departed, ID: a.ID}, nil
 	}
-	e := Entry{Announcement: a, FirstSeen: now, LastSeen: now, Expires: now.Add(ttl), Cert: cert}
-	if cert != nil {
-		if end := cert.NotAfter.Add(protocol.ClockSkew); end.Before(e.Expires) {
+	e := Entry{Announcement: a, FirstSeen: now, LastSeen: now, Expires: now.Add(ttl), Cert: cert, SupernodeCert: snCert}
+	for _, c := range []*protocol.MegaCert{cert, snCert} {
+		if c == nil {
+			continue
+		}
+		if end := c.NotAfter.Add(protocol.ClockSkew); end.Before(e.Expires) {
 			e.Expires = end
 		}
 	}
@@ -234,14 +255,15 @@ func (d *Directory) Expire(now time.Time) []Event {
 	return evs
 }
 
-// Revoke removes the mega-supernode whose certificate has serial, and
-// returns it (if any). Its later announcements are refused by the verifier.
+// Revoke removes the mega-supernode or supernode whose certificate has
+// serial, and returns it (if any). Its later announcements are refused by
+// the verifier.
 func (d *Directory) Revoke(serial uint64) []Event {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var evs []Event
 	for id, e := range d.entries {
-		if e.Cert != nil && e.Cert.Serial == serial {
+		if (e.Cert != nil && e.Cert.Serial == serial) || (e.SupernodeCert != nil && e.SupernodeCert.Serial == serial) {
 			delete(d.entries, id)
 			evs = append(evs, Event{Kind: Expired, ID: id})
 		}

@@ -1,0 +1,286 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/overlayd/overlayd/overlay/cluster"
+	"github.com/overlayd/overlayd/overlay/ring"
+	"github.com/overlayd/overlayd/protocol"
+)
+
+// newRogueTo is newRogue connected to every target, with a GossipSub
+// router that stops with the test (newRogue's runs on
+// context.Background, and goleak finds it after the package's tests).
+func newRogueTo(t *testing.T, targets ...*Node) *rogue {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ps, err := pubsub.NewGossipSub(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := ps.Join(protocol.DirectoryTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := topic.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Cancel)
+	for _, n := range targets {
+		if err := h.Connect(context.Background(), peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &rogue{h: h, topic: topic}
+}
+
+// snRawForTest returns the supernode certificate this node announces.
+func (n *Node) snRawForTest() []byte {
+	n.megaMu.Lock()
+	defer n.megaMu.Unlock()
+	return n.snRaw
+}
+
+// supernodeAnnouncement is a supernode announcement of the rogue itself
+// (so the GossipSub signature is valid) with capacity and cert.
+func (r *rogue) supernodeAnnouncement(t *testing.T, capacity uint32, cert []byte, seq uint64) []byte {
+	t.Helper()
+	a := protocol.Announcement{ID: r.h.ID(), Addrs: []ma.Multiaddr{r.h.Addrs()[0]}, Role: protocol.RoleSupernode,
+		Capacity: capacity, Version: protocol.Version, Seq: seq, Interval: time.Second, MegaCert: cert}
+	b, err := a.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// certifiedNetwork starts k certified supernodes of capacity and a
+// client, all trusting op, and waits until every ring holds the k.
+func certifiedNetwork(t *testing.T, op operator, k, capacity int) (sns []*Node, client *Node) {
+	t.Helper()
+	boot := ""
+	for range k {
+		sn := trustingSupernode(t, op, boot, capacity, nil)
+		if boot == "" {
+			boot = p2pAddr(sn)
+		}
+		sns = append(sns, sn)
+	}
+	client = trustingClient(t, op, boot, func(c *Config) { c.Capacity = 0 })
+	waitFor(t, 10*time.Second, "certified rings", func() bool {
+		for _, n := range append([]*Node{client}, sns...) {
+			if r := n.Ring(); r == nil || r.Len() != k {
+				return false
+			}
+		}
+		return true
+	})
+	return sns, client
+}
+
+// refusedBy returns a condition that holds once every node counted one
+// more refusal for reason than now.
+func refusedBy(nodes []*Node, reason protocol.Reason) func() bool {
+	before := make([]float64, len(nodes))
+	for i, n := range nodes {
+		before[i] = n.rejectedForTest(string(reason))
+	}
+	return func() bool {
+		for i, n := range nodes {
+			if n.rejectedForTest(string(reason)) <= before[i] {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func TestCertifiedRefusesUncertifiedSupernodes(t *testing.T) {
+	op := newOperator(t)
+	sns, client := certifiedNetwork(t, op, 3, 10)
+	all := append([]*Node{client}, sns...)
+	ringBefore := client.Ring().Members()
+
+	// Fake supernodes: valid GossipSub signatures, huge capacity, and no
+	// certificate, a self-signed one, or a real supernode's.
+	stolen := sns[0].snRawForTest()
+	var fakes []*rogue
+	for i, tc := range []struct {
+		what   string
+		cert   func(r *rogue) []byte
+		reason protocol.Reason
+	}{
+		{"no certificate", func(*rogue) []byte { return nil }, protocol.ReasonUncertified},
+		{"no certificate (second identity)", func(*rogue) []byte { return nil }, protocol.ReasonUncertified},
+		{"self-signed certificate", func(r *rogue) []byte {
+			now := time.Now()
+			b, err := protocol.SealSupernodeCert(protocol.SupernodeCert{Subject: r.h.ID(), Capacity: 1 << 20, NotBefore: now, NotAfter: now.Add(time.Hour), Serial: 9}, r.h.Peerstore().PrivKey(r.h.ID()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}, protocol.CertSelfSigned},
+		{"another supernode's certificate", func(*rogue) []byte { return stolen }, protocol.CertWrongSubject},
+		{"a mega certificate", func(r *rogue) []byte { return op.cert(t, r.h.ID(), 1<<20, 77) }, protocol.CertWrongRole},
+	} {
+		r := newRogueTo(t, all...)
+		fakes = append(fakes, r)
+		msg := r.supernodeAnnouncement(t, 1_000_000, tc.cert(r), uint64(100+i))
+		r.publishUntil(t, tc.what+": refused by every node", func(int) []byte { return msg }, refusedBy(all, tc.reason))
+	}
+	for _, n := range all {
+		snap := n.Directory().Snapshot()
+		for _, r := range fakes {
+			if _, ok := snap.Get(r.h.ID()); ok {
+				t.Fatalf("%s: fake supernode %s in the directory", n.ID().ShortString(), r.h.ID().ShortString())
+			}
+		}
+		if got := n.Ring().Members(); !slices.Equal(got, ringBefore) {
+			t.Fatalf("%s: ring changed to %v", n.ID().ShortString(), got)
+		}
+	}
+	if got := client.metricForTest(t, "overlayd_directory_certificates_rejected_total", "reason", string(protocol.CertWrongSubject)); got < 1 {
+		t.Fatalf("certificate refusals not counted: %v", got)
+	}
+
+	// Certified supernodes serve clients as before: the client is home.
+	home := cluster.Home(client.Ring(), []byte(client.ID()))
+	waitFor(t, 10*time.Second, "client attached at home", func() bool { return client.attachmentForTest() == home[0] })
+}
+
+func TestCertifiedCapacityClampedToCeiling(t *testing.T) {
+	op := newOperator(t)
+	sns, client := certifiedNetwork(t, op, 2, 10)
+	// A supernode configured above its certificate's ceiling takes the
+	// ceiling, and its peers record the ceiling.
+	key, id := newKey(t)
+	c := attachConfig(t, RoleSupernode, p2pAddr(sns[0]))
+	c.Capacity = 500
+	c.OperatorPubkeys = []string{op.pub}
+	c.SupernodeCert = op.snCertFile(t, id, 4)
+	big := startClientConfig(t, c, WithIdentity(key))
+	if got := big.sems.Attached.Max(); got != 4 {
+		t.Fatalf("own admission capacity %d, want the ceiling 4", got)
+	}
+	waitFor(t, 10*time.Second, "clamped entry", func() bool {
+		e, ok := client.Directory().Snapshot().Get(id)
+		return ok && e.Capacity == 4 && e.SupernodeCert != nil
+	})
+
+	// A peer that announces more than its certificate allows (a modified
+	// node) is clamped by every receiver, and so weighs its ceiling on
+	// the ring.
+	r := newRogueTo(t, client, sns[0])
+	cert := op.snCert(t, r.h.ID(), 7, 4242)
+	var seq uint64
+	r.publishUntil(t, "liar clamped", func(int) []byte { seq++; return r.supernodeAnnouncement(t, 1_000_000, cert, seq) }, func() bool {
+		e, ok := client.Directory().Snapshot().Get(r.h.ID())
+		return ok && e.Capacity == 7
+	})
+	waitFor(t, 10*time.Second, "liar on the ring with the weight of its ceiling", func() bool {
+		return slices.Contains(client.Ring().Members(), ring.Member{ID: r.h.ID().String(), Weight: cluster.Weight(7)})
+	})
+
+	// Revoking the certificate drops the entry everywhere it was.
+	raw, err := protocol.SealRevocation(4242, time.Now(), time.Now().Add(time.Hour), op.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sns[0].Revoke(context.Background(), raw); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "revoked supernode gone", func() bool {
+		_, ok := client.Directory().Snapshot().Get(r.h.ID())
+		return !ok
+	})
+	before := client.rejectedForTest(string(protocol.CertRevoked))
+	r.publishUntil(t, "revoked certificate refused", func(int) []byte { seq++; return r.supernodeAnnouncement(t, 5, cert, seq) }, func() bool {
+		return client.rejectedForTest(string(protocol.CertRevoked)) > before
+	})
+}
+
+func TestPromoteWithSupernodeCert(t *testing.T) {
+	op := newOperator(t)
+	sns, client := certifiedNetwork(t, op, 1, 10)
+	// A supernode started without a certificate is refused...
+	c := attachConfig(t, RoleSupernode, p2pAddr(sns[0]))
+	c.OperatorPubkeys = []string{op.pub}
+	bare := startNode(t, c)
+	// (its own validator is the first to refuse: the announcement is
+	// never sent)
+	waitFor(t, 10*time.Second, "uncertified announcement refused", func() bool { return bare.rejectedForTest(string(protocol.ReasonUncertified)) >= 1 })
+	for _, n := range []*Node{sns[0], client} {
+		if _, ok := n.Directory().Snapshot().Get(bare.ID()); ok {
+			t.Fatal("uncertified supernode in the directory")
+		}
+	}
+	// ... a mega certificate's wrong-role check does not get in the way...
+	if _, err := bare.Promote(context.Background(), op.snCert(t, sns[0].ID(), 10, 5)); protocol.ReasonOf(err) != protocol.CertWrongSubject {
+		t.Fatalf("another peer's supernode certificate: %v", err)
+	}
+	// ... and joins once it is given one at runtime.
+	got, err := bare.Promote(context.Background(), op.snCert(t, bare.ID(), 3, 6))
+	if err != nil || got.Capacity != 3 {
+		t.Fatalf("promote with a supernode certificate: %+v %v", got, err)
+	}
+	waitFor(t, 10*time.Second, "certified at runtime", func() bool {
+		e, ok := client.Directory().Snapshot().Get(bare.ID())
+		return ok && e.Capacity == 3 && e.Role == protocol.RoleSupernode
+	})
+	if _, err := client.Promote(context.Background(), op.snCert(t, client.ID(), 3, 7)); err == nil {
+		t.Fatal("an ordinary node took a supernode certificate")
+	}
+}
+
+func TestCertifiedModeConfig(t *testing.T) {
+	op := newOperator(t)
+	tests := []struct {
+		name      string
+		tweak     func(c *Config)
+		certified bool
+		field     string // "" when valid
+	}{
+		{"no key: open", func(c *Config) {}, false, ""},
+		{"a key: certified by default", func(c *Config) { c.OperatorPubkeys = []string{op.pub} }, true, ""},
+		{"a key, open chosen: megas only", func(c *Config) { c.OperatorPubkeys, c.NetworkMode = []string{op.pub}, NetworkOpen }, false, ""},
+		{"certified without a key", func(c *Config) { c.NetworkMode = NetworkCertified }, true, "--network-mode"},
+		{"unknown mode", func(c *Config) { c.NetworkMode = "closed" }, false, "--network-mode"},
+		{"supernode cert in an open network", func(c *Config) { c.SupernodeCert = "x.cert" }, false, "--supernode-cert"},
+		{"supernode cert on an ordinary node", func(c *Config) {
+			c.Role, c.OperatorPubkeys, c.SupernodeCert = RoleOrdinary, []string{op.pub}, "x.cert"
+		}, true, "--supernode-cert"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := testConfig(t, RoleSupernode)
+			tt.tweak(&c)
+			if c.Certified() != tt.certified {
+				t.Fatalf("Certified() = %v", c.Certified())
+			}
+			err := c.Validate()
+			var ce *ConfigError
+			switch {
+			case tt.field == "" && err != nil:
+				t.Fatalf("Validate: %v", err)
+			case tt.field != "" && (!errors.As(err, &ce) || ce.Field != tt.field):
+				t.Fatalf("Validate: %v, want an error naming %s", err, tt.field)
+			}
+		})
+	}
+}
