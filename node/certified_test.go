@@ -7,48 +7,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
-	pubsub "github.com/libp2p/go-libp2p-pubsub"
-	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 )
-
-// newRogueTo is newRogue connected to every target, with a GossipSub
-// router that stops with the test (newRogue's runs on
-// context.Background, and goleak finds it after the package's tests).
-func newRogueTo(t *testing.T, targets ...*Node) *rogue {
-	t.Helper()
-	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	ps, err := pubsub.NewGossipSub(ctx, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	topic, err := ps.Join(protocol.DirectoryTopic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := topic.Subscribe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sub.Cancel)
-	for _, n := range targets {
-		if err := h.Connect(context.Background(), peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return &rogue{h: h, topic: topic}
-}
 
 // snRawForTest returns the supernode certificate this node announces.
 func (n *Node) snRawForTest() []byte {
@@ -139,7 +103,7 @@ func TestCertifiedRefusesUncertifiedSupernodes(t *testing.T) {
 		{"another supernode's certificate", func(*rogue) []byte { return stolen }, protocol.CertWrongSubject},
 		{"a mega certificate", func(r *rogue) []byte { return op.cert(t, r.h.ID(), 1<<20, 77) }, protocol.CertWrongRole},
 	} {
-		r := newRogueTo(t, all...)
+		r := newRogue(t, all...)
 		fakes = append(fakes, r)
 		msg := r.supernodeAnnouncement(t, 1_000_000, tc.cert(r), uint64(100+i))
 		r.publishUntil(t, tc.what+": refused by every node", func(int) []byte { return msg }, refusedBy(all, tc.reason))
@@ -186,7 +150,7 @@ func TestCertifiedCapacityClampedToCeiling(t *testing.T) {
 	// A peer that announces more than its certificate allows (a modified
 	// node) is clamped by every receiver, and so weighs its ceiling on
 	// the ring.
-	r := newRogueTo(t, client, sns[0])
+	r := newRogue(t, client, sns[0])
 	cert := op.snCert(t, r.h.ID(), 7, 4242)
 	var seq uint64
 	r.publishUntil(t, "liar clamped", func(int) []byte { seq++; return r.supernodeAnnouncement(t, 1_000_000, cert, seq) }, func() bool {

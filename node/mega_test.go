@@ -162,7 +162,7 @@ func TestForgedMegaGetsNothing(t *testing.T) {
 	sn := trustingSupernode(t, op, "", 10, nil)
 	target := trustingClient(t, op, p2pAddr(sn), nil)
 	waitFor(t, 5*time.Second, "ring", func() bool { r := target.Ring(); return r != nil && r.Len() == 1 })
-	r := newRogueTo(t, target)
+	r := newRogue(t, target)
 	// The rogue claims the mega role with a certificate it signed itself.
 	self := protocol.MegaCert{Subject: r.h.ID(), Capacity: 1000, NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour), Serial: 5}
 	forged, err := protocol.SealMegaCert(self, r.h.Peerstore().PrivKey(r.h.ID()))

@@ -239,7 +239,9 @@ type rogue struct {
 	topic *pubsub.Topic
 }
 
-func newRogue(t *testing.T, target *Node) *rogue {
+// newRogue is a host with a GossipSub router of its own on the directory
+// topic, connected to every target; its router stops with the test.
+func newRogue(t *testing.T, targets ...*Node) *rogue {
 	t.Helper()
 	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
 	if err != nil {
@@ -262,8 +264,10 @@ func newRogue(t *testing.T, target *Node) *rogue {
 		t.Fatal(err)
 	}
 	t.Cleanup(sub.Cancel)
-	if err := h.Connect(context.Background(), peer.AddrInfo{ID: target.ID(), Addrs: target.Host().Addrs()}); err != nil {
-		t.Fatal(err)
+	for _, n := range targets {
+		if err := h.Connect(context.Background(), peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return &rogue{h: h, topic: topic}
 }
