@@ -31,6 +31,15 @@ func (r *Router) Collector() prometheus.Collector {
 	} {
 		c.series = append(c.series, routerSeries{direct, outcome, v})
 	}
+	forged := prometheus.NewDesc("overlayd_supernode_records_refused_total",
+		"Records refused because their originator did not sign them, by record: presence (an attachment without the client's claim), membership (a join without the member's claim), publish (a publish without the publisher's signature), group_message (a group message not stamped by the group's current home). A count above zero means a supernode forges records, or a bug.",
+		[]string{"record"}, nil)
+	for record, v := range map[string]*atomic.Uint64{
+		"presence": &s.PresenceRefused, "membership": &s.MembershipRefused,
+		"publish": &s.PublishRefused, "group_message": &s.GroupRefused,
+	} {
+		c.series = append(c.series, routerSeries{forged, record, v})
+	}
 	for _, u := range []struct {
 		name, help string
 		value      *atomic.Uint64

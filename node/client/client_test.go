@@ -127,11 +127,17 @@ func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool
 // directory and bootstrap peers; it stops with the test.
 func startClient(t *testing.T, mn mocknet.Mocknet, snap *directory.Snapshot, boot []peer.AddrInfo, opts ...Option) (*Client, host.Host) {
 	t.Helper()
+	return startClientOnRing(t, mn, snap, &ring.Published{}, boot, opts...)
+}
+
+// startClientOnRing is startClient with the ring the client plans with.
+func startClientOnRing(t *testing.T, mn mocknet.Mocknet, snap *directory.Snapshot, rings *ring.Published, boot []peer.AddrInfo, opts ...Option) (*Client, host.Host) {
+	t.Helper()
 	h := edPeer(t, mn)
 	if err := mn.LinkAll(); err != nil {
 		t.Fatal(err)
 	}
-	c, err := New(h, staticDir{snap}, &ring.Published{}, Config{
+	c, err := New(h, staticDir{snap}, rings, Config{
 		AnnounceInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 		ReturnInterval: time.Hour, AckTimeout: 10 * time.Second, Bootstrap: boot,
 	}, opts...)
@@ -422,5 +428,60 @@ func TestClientRefusesForgeries(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a signed ack did not complete the send")
+	}
+}
+
+// TestClientRefusesForgedGroupMessages: a group message reaches the
+// listener only when the group's home (by the client's ring) stamped it
+// and its publisher signed it, and only for a group the client joined.
+func TestClientRefusesForgedGroupMessages(t *testing.T) {
+	mn := newMocknet(t)
+	sn := newFake(t, mn, func() *pb.AttachResponse {
+		return &pb.AttachResponse{Status: pb.AttachResponse_STATUS_ACCEPT, KeepaliveMs: 50}
+	})
+	homeKey, home := edKey(t)
+	attackerKey, _ := edKey(t)
+	r, err := ring.New([]ring.Member{{ID: home.String(), Weight: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rings ring.Published
+	rings.Publish(r)
+	reg := prometheus.NewRegistry()
+	c, _ := startClientOnRing(t, mn, &directory.Snapshot{}, &rings, []peer.AddrInfo{{ID: sn.h.ID()}}, WithRegisterer(reg))
+	if err := c.Join("g"); err != nil {
+		t.Fatal(err)
+	}
+	l := c.Listen()
+	defer l.Close()
+	waitUntil(t, 10*time.Second, "attached", func() bool { _, ok := c.Attachment(); return ok })
+	s := sn.session()
+
+	pubKey, publisher := edKey(t)
+	msg := func(group string, seq uint64, stamper crypto.PrivKey) *pb.SessionFrame {
+		id := protocol.NewMessageID()
+		publish, err := protocol.SignPublish(pubKey, group, id, []byte(fmt.Sprint("m", seq)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := protocol.Stamp(stamper, group, 1, seq, publish)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: &pb.GroupMessage{
+			Group: group, Epoch: 1, Seq: seq, From: []byte(publisher), Id: id, Publish: publish, Stamp: st}}}
+	}
+	sn.send(s, msg("g", 1, attackerKey)) // numbered by a supernode that is not the home
+	sn.send(s, msg("other", 2, homeKey)) // a group this client never joined
+	sn.send(s, msg("g", 3, homeKey))     // genuine
+	in := <-l.C
+	if in.Kind != KindGroup || in.Seq != 3 || string(in.Payload) != "m3" || in.From != publisher {
+		t.Fatalf("the listener got %+v, want only the genuine message 3", in)
+	}
+	if got := testutil.ToFloat64(c.m.refused.WithLabelValues(refusedGroup)); got != 1 {
+		t.Fatalf("%v forged group messages counted, want 1", got)
+	}
+	if got := testutil.ToFloat64(c.m.refused.WithLabelValues(refusedNotMember)); got != 1 {
+		t.Fatalf("%v messages for a group not joined counted, want 1", got)
 	}
 }
