@@ -356,6 +356,16 @@ func TestRogueAnnouncementsRejected(t *testing.T) {
 	if _, ok := target.Directory().Snapshot().Get(victim.ID()); ok {
 		t.Fatal("forged announcement entered the directory")
 	}
+	// The status shows what was refused, by reason.
+	shown := false
+	for _, rf := range target.Status().Refusals {
+		if rf.Metric == "directory_announcements_rejected_total" && rf.Labels == "reason="+string(protocol.ReasonSignerMismatch) && rf.Count > 0 {
+			shown = true
+		}
+	}
+	if !shown {
+		t.Fatalf("status refusals %+v do not show the signer mismatches", target.Status().Refusals)
+	}
 	if e, _ := target.Directory().Snapshot().Get(r.h.ID()); e.Seq < 10 || e.Seq > own {
 		t.Fatalf("entry seq = %d after a replay of 5, want one of the rogue's own, 10..%d", e.Seq, own)
 	}

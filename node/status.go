@@ -68,6 +68,7 @@ func (n *Node) Status() localapi.Status {
 		s.AttachedClients = n.admission.Load()
 	}
 	s.Relay = n.relayStatus()
+	s.Refusals = n.refusals()
 	if c, ok := n.MegaCert(); ok {
 		s.Role = "mega"
 		s.RoleReason = fmt.Sprintf("operator certificate %d, capacity %d, until %s", c.Serial, c.Capacity, c.NotAfter.UTC().Format(time.RFC3339))
@@ -134,4 +135,34 @@ func (n *Node) RingInfo() localapi.Ring {
 		return localapi.Ring{}
 	}
 	return localapi.Ring{Stats: r.Stats()}
+}
+
+// refusals reads every non-zero refusal counter from the node's registry:
+// the series named *_refused_total or *_rejected_total, wherever they are
+// registered (directory, certificates, client, supernode, relay), so a
+// new refusal counter appears in the status without listing it here.
+func (n *Node) refusals() []localapi.Refusal {
+	mfs, err := n.reg.Gather()
+	if err != nil {
+		return nil
+	}
+	var out []localapi.Refusal
+	for _, mf := range mfs {
+		name := mf.GetName()
+		if !strings.HasSuffix(name, "_refused_total") && !strings.HasSuffix(name, "_rejected_total") {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			c := m.GetCounter()
+			if c == nil || c.GetValue() == 0 {
+				continue
+			}
+			var labels []string
+			for _, lp := range m.GetLabel() {
+				labels = append(labels, lp.GetName()+"="+lp.GetValue())
+			}
+			out = append(out, localapi.Refusal{Metric: strings.TrimPrefix(name, "overlayd_"), Labels: strings.Join(labels, ","), Count: uint64(c.GetValue())})
+		}
+	}
+	return out
 }

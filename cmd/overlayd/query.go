@@ -93,6 +93,17 @@ func statusCommand() *cli.Command {
 				}
 			}
 			printRelayStatus(tw, s.Relay) // ping.go
+			for i, r := range s.Refusals {
+				label := ""
+				if i == 0 {
+					label = "refused"
+				}
+				what := r.Metric
+				if r.Labels != "" {
+					what += "{" + r.Labels + "}"
+				}
+				fmt.Fprintf(tw, "%s\t%d %s\n", label, r.Count, what)
+			}
 			for i, a := range s.Addrs {
 				label := ""
 				if i == 0 {

@@ -42,6 +42,18 @@ type Status struct {
 	Mega *MegaCert `json:"mega,omitempty"`
 	// Relay is the reachability and circuit relay state (localapi/relay.go).
 	Relay *Relay `json:"relay,omitempty"`
+	// Refusals are every refusal this node counted since it started (its
+	// *_refused_total and *_rejected_total series that are above zero):
+	// what hostile or broken peers sent it and it did not act on.
+	Refusals []Refusal `json:"refusals,omitempty"`
+}
+
+// Refusal is one refusal counter: the Prometheus series, without its
+// overlayd_ prefix, with its labels, and its count.
+type Refusal struct {
+	Metric string `json:"metric"`
+	Labels string `json:"labels,omitempty"` // k=v,k=v
+	Count  uint64 `json:"count"`
 }
 
 // RoleCriterion is one rule of --role auto: whether it holds now, and the
