@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -39,8 +40,9 @@ type Entry struct {
 type Snapshot struct {
 	// Version increases on every change, load updates included.
 	Version uint64
-	// Membership increases only when the set of (peer, role, capacity)
-	// changes: what the ring is built from.
+	// Membership increases only when the set of (peer, role, capacity,
+	// addresses) changes: what the ring is built from (with the time, for
+	// the weight ramp).
 	Membership uint64
 	Entries    []Entry
 }
@@ -347,8 +349,14 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 		kind = Updated
 	}
 	d.entries[a.ID] = e
-	d.changedLocked(!live || old.Role != a.Role || old.Capacity != a.Capacity)
+	d.changedLocked(!live || old.Role != a.Role || old.Capacity != a.Capacity || !sameAddrs(old.Addrs, a.Addrs))
 	return Event{Kind: kind, ID: a.ID}, nil
+}
+
+// sameAddrs reports whether two address lists are equal, in order: the
+// first public address decides a ring member's subnet (overlay/cluster).
+func sameAddrs(a, b []ma.Multiaddr) bool {
+	return slices.EqualFunc(a, b, func(x, y ma.Multiaddr) bool { return x.Equal(y) })
 }
 
 // Expire removes entries whose announcements stopped, and returns them.
