@@ -29,7 +29,7 @@ func (n *Node) ringPolicy() cluster.Policy {
 func (n *Node) ringLoop(ctx context.Context) {
 	changes, cancel := n.dir.Subscribe()
 	defer cancel()
-	var built uint64      // membership version of the published ring
+	var built uint64       // membership version of the published ring
 	var last []ring.Member // members of the published ring
 	var step time.Time     // next ramp step, zero if none
 	rebuild := func() {
