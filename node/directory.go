@@ -77,6 +77,7 @@ func scoreParams(c Config, localNet bool) (*pubsub.PeerScoreParams, *pubsub.Peer
 			protocol.DirectoryTopic: {
 				SkipAtomicValidation:           true,
 				TopicWeight:                    1,
+				TimeInMeshQuantum:              time.Second, // unused (weight 0), but divided by
 				InvalidMessageDeliveriesWeight: invalidWeight,
 				InvalidMessageDeliveriesDecay:  decayTo(10 * c.AnnounceInterval),
 			},
