@@ -44,10 +44,15 @@ func gossipParams(c Config) pubsub.GossipSubParams {
 // nothing, so they are off. P6 (IP colocation) penalises more than
 // colocationThreshold peers on one IP; loopback, and private addresses on
 // a local network, are exempt, since an in-process testnet puts every node
-// on 127.0.0.1. Thresholds: an honest peer stays at 0; four rejected
-// messages in a decay window take a peer below graylistThreshold, after
-// which its messages are dropped before validation.
+// on 127.0.0.1. Every peer starts at invalidTolerance (the application
+// score), so one or two rejected messages in a decay window (a peer of
+// another version, a bug) cost nothing visible: GossipSub prunes a peer
+// from its mesh as soon as its score is below 0, and a leaf whose hub
+// pruned it hears nothing. The third takes a peer below 0 (pruned, no
+// gossip), the fourth below graylistThreshold, after which its messages
+// are dropped before validation.
 const (
+	invalidTolerance    = 50.0
 	invalidWeight       = -10.0
 	gossipThreshold     = -20.0
 	publishThreshold    = -50.0
@@ -82,7 +87,8 @@ func scoreParams(c Config, localNet bool) (*pubsub.PeerScoreParams, *pubsub.Peer
 				InvalidMessageDeliveriesDecay:  decayTo(10 * c.AnnounceInterval),
 			},
 		},
-		AppSpecificScore:            func(peer.ID) float64 { return 0 },
+		AppSpecificScore:            func(peer.ID) float64 { return invalidTolerance },
+		AppSpecificWeight:           1,
 		IPColocationFactorWeight:    -10,
 		IPColocationFactorThreshold: colocationThreshold,
 		IPColocationFactorWhitelist: whitelist,
