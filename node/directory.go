@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -12,6 +13,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/directory"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -35,12 +37,86 @@ func gossipParams(c Config) pubsub.GossipSubParams {
 	return p
 }
 
+// Peer scoring. The only per-topic component is P4, invalid messages:
+// a message the validator Rejects counts against the peer that sent it
+// (squared, decaying). In a star the components that reward delivery
+// (P2, P3 mesh deliveries) would punish every leaf, which forwards
+// nothing, so they are off. P6 (IP colocation) penalises more than
+// colocationThreshold peers on one IP; loopback, and private addresses on
+// a local network, are exempt, since an in-process testnet puts every node
+// on 127.0.0.1. Every peer starts at invalidTolerance (the application
+// score), so one or two rejected messages in a decay window (a peer of
+// another version, a bug) cost nothing visible: GossipSub prunes a peer
+// from its mesh as soon as its score is below 0, and a leaf whose hub
+// pruned it hears nothing. The third takes a peer below 0 (pruned, no
+// gossip), the fourth below graylistThreshold, after which its messages
+// are dropped before validation.
+const (
+	invalidTolerance    = 50.0
+	invalidWeight       = -10.0
+	gossipThreshold     = -20.0
+	publishThreshold    = -50.0
+	graylistThreshold   = -100.0
+	colocationThreshold = 8
+)
+
+// scoreParams returns the GossipSub peer-score parameters and thresholds
+// (see the constants above).
+func scoreParams(c Config, localNet bool) (*pubsub.PeerScoreParams, *pubsub.PeerScoreThresholds) {
+	decay := max(time.Second, c.AnnounceInterval)
+	// Scores decay to a tenth over 10 announce intervals.
+	decayTo := func(over time.Duration) float64 { return pubsub.ScoreParameterDecayWithBase(over, decay, 0.1) }
+	whitelist := []*net.IPNet{
+		{IP: net.IPv4(127, 0, 0, 0), Mask: net.CIDRMask(8, 32)},
+		{IP: net.IPv6loopback, Mask: net.CIDRMask(128, 128)},
+	}
+	if localNet {
+		for _, cidr := range []string{"10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "fc00::/7", "169.254.0.0/16", "fe80::/10"} {
+			_, n, _ := net.ParseCIDR(cidr)
+			whitelist = append(whitelist, n)
+		}
+	}
+	p := &pubsub.PeerScoreParams{
+		SkipAtomicValidation: true,
+		Topics: map[string]*pubsub.TopicScoreParams{
+			protocol.DirectoryTopic: {
+				SkipAtomicValidation:           true,
+				TopicWeight:                    1,
+				TimeInMeshQuantum:              time.Second, // unused (weight 0), but divided by
+				InvalidMessageDeliveriesWeight: invalidWeight,
+				InvalidMessageDeliveriesDecay:  decayTo(10 * c.AnnounceInterval),
+			},
+		},
+		AppSpecificScore:            func(peer.ID) float64 { return invalidTolerance },
+		AppSpecificWeight:           1,
+		IPColocationFactorWeight:    -10,
+		IPColocationFactorThreshold: colocationThreshold,
+		IPColocationFactorWhitelist: whitelist,
+		BehaviourPenaltyWeight:      -1,
+		BehaviourPenaltyThreshold:   6,
+		BehaviourPenaltyDecay:       decayTo(10 * c.AnnounceInterval),
+		DecayInterval:               decay,
+		DecayToZero:                 0.01,
+		RetainScore:                 10 * c.AnnounceInterval,
+	}
+	t := &pubsub.PeerScoreThresholds{
+		SkipAtomicValidation: true,
+		GossipThreshold:      gossipThreshold,
+		PublishThreshold:     publishThreshold,
+		GraylistThreshold:    graylistThreshold,
+	}
+	return p, t
+}
+
 func (n *Node) startDirectory(ctx context.Context) error {
+	n.dir.SetLimits(directory.DefaultLimits(n.cfg.AnnounceInterval))
+	sp, st := scoreParams(n.cfg, cluster.LocalOnly(n.host.Addrs()))
 	ps, err := pubsub.NewGossipSub(ctx, n.host,
 		pubsub.WithMessageSigning(true),
 		pubsub.WithStrictSignatureVerification(true),
 		pubsub.WithFloodPublish(true),
 		pubsub.WithGossipSubParams(gossipParams(n.cfg)),
+		pubsub.WithPeerScore(sp, st),
 	)
 	if err != nil {
 		return err
@@ -78,17 +154,27 @@ func (n *Node) unprotectDeparted(nw network.Network, c network.Conn) {
 	}
 }
 
-// validate is the directory topic's validator: it applies every announcement
-// to the directory, so only accepted ones propagate. Stale ones are ignored
-// rather than rejected, since reordering on the way is not an attack.
-func (n *Node) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
+// validate is the directory topic's validator: it charges the signer's and
+// the forwarding peer's rate limits, then applies the announcement to the
+// directory, so only accepted ones propagate. A refusal Rejects (and
+// counts against the forwarder's GossipSub score) only when the message is
+// wrong for every receiver (ignoredReason); otherwise it is Ignored.
+func (n *Node) validate(_ context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	signer := msg.GetFrom()
-	ev, err := n.dir.Receive(signer, msg.GetData(), n.now())
+	now := n.now()
+	if from == n.host.ID() {
+		from = ""
+	}
+	err := n.dir.Admit(from, signer, now)
+	var ev directory.Event
+	if err == nil {
+		ev, err = n.dir.Receive(signer, msg.GetData(), now)
+	}
 	if err != nil {
 		reason := protocol.ReasonOf(err)
 		n.m.rejected.WithLabelValues(string(reason)).Inc()
 		n.log.Debug("announcement refused", "from", signer.ShortString(), "err", err)
-		if reason == protocol.ReasonStaleSeq {
+		if ignoredReason(reason) {
 			return pubsub.ValidationIgnore
 		}
 		return pubsub.ValidationReject
@@ -98,6 +184,22 @@ func (n *Node) validate(_ context.Context, _ peer.ID, msg *pubsub.Message) pubsu
 		n.log.Debug("directory", "event", ev.Kind.String(), "peer", ev.ID.ShortString())
 	}
 	return pubsub.ValidationAccept
+}
+
+// ignoredReason reports whether a refusal for reason depends on the
+// receiver (its clock, its table sizes, its trusted keys, what it has seen)
+// rather than on the message: then the forwarder is not penalised, since
+// the same message may be valid where it came from. stale_seq: reordering
+// on the way is not an attack; rate_limited: excess is dropped, not held
+// against the path.
+func ignoredReason(r protocol.Reason) bool {
+	switch r {
+	case protocol.ReasonStaleSeq, protocol.ReasonDirectoryFull, protocol.ReasonRateLimited,
+		protocol.ReasonExpired, protocol.ReasonFuture,
+		protocol.CertUntrusted, protocol.CertRevoked, protocol.CertExpired, protocol.CertNotYetValid:
+		return true
+	}
+	return false
 }
 
 // drain reads the subscription; the validator has done the work already.

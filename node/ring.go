@@ -2,28 +2,46 @@ package node
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/ring"
 )
 
+// ringPolicy is the ring membership policy of this node: the default ramp
+// and subnet limit for its announce interval, with loopback and private
+// addresses exempt from the subnet limit when the node itself has only
+// such addresses (an in-process or container testnet, a LAN).
+func (n *Node) ringPolicy() cluster.Policy {
+	return cluster.DefaultPolicy(n.cfg.AnnounceInterval, cluster.LocalOnly(n.host.Addrs()))
+}
+
 // ringLoop keeps the published ring in step with the directory, off the
 // lookup path: a membership change starts a debounce window, and at its end
 // one ring is built from the then-current snapshot, so a burst of
 // announcements costs one rebuild. Readers keep using the previous ring
-// until the new one is published with one atomic store.
+// until the new one is published with one atomic store. New supernodes'
+// weights ramp up (cluster.RampWeight) in steps that fall on a grid shared
+// by all entries, so the ramp costs at most one rebuild per grid step
+// however many supernodes are ramping; a rebuild whose members did not
+// change publishes nothing.
 func (n *Node) ringLoop(ctx context.Context) {
 	changes, cancel := n.dir.Subscribe()
 	defer cancel()
-	var built uint64 // membership version of the published ring
+	var built uint64       // membership version of the published ring
+	var last []ring.Member // members of the published ring
+	var step time.Time     // next ramp step, zero if none
 	rebuild := func() {
 		s := n.dir.Snapshot()
-		if s.Membership == built && (n.rings.Load() != nil || s.Len() == 0) {
+		now := n.now()
+		p := n.ringPolicy()
+		step = cluster.NextRampStep(s, now, p)
+		ms := cluster.Members(s, now, p)
+		if s.Membership == built && slices.Equal(ms, last) && (n.rings.Load() != nil || s.Len() == 0) {
 			return
 		}
-		built = s.Membership
-		ms := cluster.Members(s)
+		built, last = s.Membership, ms
 		n.m.ringRebuilds.Inc()
 		n.m.ringInfo.Reset()
 		if len(ms) == 0 {
@@ -32,6 +50,8 @@ func (n *Node) ringLoop(ctx context.Context) {
 		}
 		r, err := ring.New(ms)
 		if err != nil {
+			// cluster.Members bounds members and weights so that this
+			// cannot happen; keep the old ring rather than none.
 			n.log.Error("ring rebuild", "err", err)
 			return
 		}
@@ -40,14 +60,22 @@ func (n *Node) ringLoop(ctx context.Context) {
 		n.log.Debug("ring published", "version", r.Version(), "members", r.Len())
 	}
 	rebuild()
+	ramp := time.NewTimer(0)
+	defer ramp.Stop()
 	for {
+		// Arm the ramp timer for the next step, or park it.
+		ramp.Reset(time.Hour * 24 * 365)
+		if !step.IsZero() {
+			ramp.Reset(max(step.Sub(n.now()), 0))
+		}
 		select {
 		case <-ctx.Done():
 			return
+		case <-ramp.C:
 		case <-changes:
-		}
-		if s := n.dir.Snapshot(); s.Membership == built {
-			continue
+			if s := n.dir.Snapshot(); s.Membership == built {
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():

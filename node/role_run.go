@@ -126,7 +126,9 @@ func (n *Node) roleInput() role.Input {
 		if e.ID == self {
 			continue
 		}
-		es = append(es, role.Entry{ID: e.ID, Mega: e.Role == protocol.RoleMega, Capacity: int(e.Capacity), Load: int(e.Load)})
+		// Clamped, as every capacity-derived choice is: made-up giant
+		// supernodes must not talk auto nodes out of promoting.
+		es = append(es, role.Entry{ID: e.ID, Mega: e.Role == protocol.RoleMega, Capacity: cluster.Capacity(e), Load: int(e.Load)})
 	}
 	if serving {
 		es = append(es, role.Entry{ID: self, Capacity: n.cfg.Capacity, Load: n.load()})

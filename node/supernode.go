@@ -5,6 +5,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
 	"github.com/overlayd/overlayd/supernode/capacity"
@@ -81,16 +82,18 @@ func (n *Node) isSupernode(p peer.ID) bool {
 }
 
 // candidates lists the other supernodes that announced spare capacity, for
-// the alternatives of a BUSY answer.
+// the alternatives of a BUSY answer, weighted by cluster.Spare (announced
+// capacity clamped at cluster.MaxCapacity).
 func (n *Node) candidates() []supernode.Candidate {
 	snap := n.dir.Snapshot()
 	self := n.ID()
 	out := make([]supernode.Candidate, 0, snap.Len())
 	for _, e := range snap.Entries {
-		if e.ID == self || e.Load >= e.Capacity {
+		spare := cluster.Spare(e)
+		if e.ID == self || spare == 0 {
 			continue
 		}
-		out = append(out, supernode.Candidate{AddrInfo: peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, Spare: int(e.Capacity - e.Load)})
+		out = append(out, supernode.Candidate{AddrInfo: peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, Spare: spare})
 	}
 	return out
 }

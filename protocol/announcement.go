@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -45,6 +46,51 @@ type Announcement struct {
 	// MegaCert is the operator certificate a RoleMega announcement
 	// carries (verified by the receiver, not here).
 	MegaCert []byte
+	// Issued is when the announcer built it (millisecond precision); the
+	// zero time when the announcer did not say (a peer of an earlier
+	// build), which receivers accept unchecked.
+	Issued time.Time
+}
+
+// MaxIntervalFactor bounds, for expiry, the interval a receiver believes:
+// an announced interval counts as at most MaxIntervalFactor times the
+// receiver's own announce interval (ClampInterval). An announcer may claim
+// up to MaxAnnounceInterval (10 min, so 30 min of life); without the clamp
+// the entries of an attacker who left would outlive it by that long.
+const MaxIntervalFactor = 2
+
+// ClampInterval returns the interval a receiver whose own announce interval
+// is local applies to an announcement that claims announced: announced
+// within [MinAnnounceInterval, MaxIntervalFactor × local]. local <= 0 means
+// no receiver bound (announced is returned within the protocol's range).
+func ClampInterval(announced, local time.Duration) time.Duration {
+	hi := MaxAnnounceInterval
+	if local > 0 {
+		hi = min(hi, max(MaxIntervalFactor*local, MinAnnounceInterval))
+	}
+	return min(max(announced, MinAnnounceInterval), hi)
+}
+
+// Validity is how long after it was issued an announcement with (clamped)
+// interval iv may still be acted on: MissedAnnouncements intervals, the
+// lifetime of the entry it refreshes.
+func Validity(iv time.Duration) time.Duration { return MissedAnnouncements * iv }
+
+// CheckFresh refuses an announcement whose Issued time is more than
+// ClockSkew ahead of now [ReasonFuture], or whose validity for the clamped
+// interval iv ended more than ClockSkew before now [ReasonExpired]. An
+// announcement without Issued passes. Errors are *RejectError.
+func (a *Announcement) CheckFresh(now time.Time, iv time.Duration) error {
+	if a.Issued.IsZero() {
+		return nil
+	}
+	if a.Issued.After(now.Add(ClockSkew)) {
+		return Reject(ReasonFuture, "announcement issued %v ahead of this clock (skew allowance %v)", a.Issued.Sub(now), ClockSkew)
+	}
+	if end := a.Issued.Add(Validity(iv) + ClockSkew); !now.Before(end) {
+		return Reject(ReasonExpired, "announcement issued %v ago, valid for %v (+%v skew)", now.Sub(a.Issued), Validity(iv), ClockSkew)
+	}
+	return nil
 }
 
 // Marshal validates a and encodes it.
@@ -59,6 +105,9 @@ func (a *Announcement) Marshal() ([]byte, error) {
 		IntervalMs:      uint32(a.Interval / time.Millisecond),
 		Departing:       a.Departing,
 		MegaCert:        a.MegaCert,
+	}
+	if !a.Issued.IsZero() {
+		m.IssuedUnixMs = uint64(max(a.Issued.UnixMilli(), 1))
 	}
 	for _, addr := range a.Addrs {
 		m.Addrs = append(m.Addrs, addr.Bytes())
@@ -107,6 +156,12 @@ func fromPB(m *pb.Announcement) (Announcement, error) {
 		Interval:  time.Duration(m.GetIntervalMs()) * time.Millisecond,
 		Departing: m.GetDeparting(),
 		MegaCert:  m.GetMegaCert(),
+	}
+	if ms := m.GetIssuedUnixMs(); ms != 0 {
+		if ms > uint64(math.MaxInt64/int64(time.Millisecond)) {
+			return Announcement{}, Reject(ReasonInvalid, "announcement issued_unix_ms %d out of range", ms)
+		}
+		a.Issued = time.UnixMilli(int64(ms))
 	}
 	switch {
 	case a.Role != RoleSupernode && a.Role != RoleMega:

@@ -141,3 +141,62 @@ func FuzzUnmarshalAnnouncement(f *testing.F) {
 		}
 	})
 }
+
+func TestClampInterval(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		announced, local time.Duration
+		want             time.Duration
+	}{
+		{"within range", 10 * time.Second, 10 * time.Second, 10 * time.Second},
+		{"long claim clamped to twice the receiver's", MaxAnnounceInterval, 10 * time.Second, 20 * time.Second},
+		{"short claim kept", MinAnnounceInterval, 10 * time.Second, MinAnnounceInterval},
+		{"no receiver bound", MaxAnnounceInterval, 0, MaxAnnounceInterval},
+		{"tiny receiver interval still allows the minimum", time.Second, time.Millisecond, MinAnnounceInterval},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ClampInterval(tc.announced, tc.local); got != tc.want {
+				t.Fatalf("ClampInterval(%v, %v) = %v, want %v", tc.announced, tc.local, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAnnouncementFreshness: issued_unix_ms round-trips, and an old
+// (replayed) or future-dated announcement is refused with its own reason.
+func TestAnnouncementFreshness(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	iv := 10 * time.Second
+	for _, tc := range []struct {
+		name   string
+		issued time.Time
+		want   Reason
+	}{
+		{"fresh", now, ""},
+		{"no issued time (earlier build)", time.Time{}, ""},
+		{"within the skew allowance ahead", now.Add(ClockSkew), ""},
+		{"too far ahead", now.Add(ClockSkew + time.Millisecond), ReasonFuture},
+		{"last moment of validity", now.Add(-Validity(iv) - ClockSkew + time.Millisecond), ""},
+		{"expired: a replay", now.Add(-Validity(iv) - ClockSkew), ReasonExpired},
+		{"expired long ago", now.Add(-time.Hour), ReasonExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := validAnnouncement(t)
+			a.Issued = tc.issued
+			b, err := a.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := UnmarshalAnnouncement(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.Issued.Equal(tc.issued) {
+				t.Fatalf("issued %v after a round trip, want %v", got.Issued, tc.issued)
+			}
+			if r := ReasonOf(got.CheckFresh(now, iv)); r != tc.want {
+				t.Fatalf("CheckFresh reason %q, want %q", r, tc.want)
+			}
+		})
+	}
+}

@@ -21,10 +21,22 @@ const (
 	// ReasonUncertified: in a certified network, a supernode announcement
 	// without a supernode certificate.
 	ReasonUncertified Reason = "uncertified"
+	// ReasonExpired: issued_unix_ms plus the announcement's validity
+	// (MissedAnnouncements clamped intervals) and ClockSkew is past: a
+	// replay, or a copy delayed beyond use.
+	ReasonExpired Reason = "expired"
+	// ReasonFuture: issued_unix_ms is more than ClockSkew ahead of the
+	// receiver's clock.
+	ReasonFuture Reason = "issued_in_future"
+	// ReasonRateLimited: the signer, or the peer that forwarded it, sent
+	// more announcements than the receiver takes per interval. Ignored,
+	// not rejected (see node/directory.go).
+	ReasonRateLimited Reason = "rate_limited"
 )
 
 // Reasons lists every Reason, for pre-declaring metric label values.
-var Reasons = []Reason{ReasonOversize, ReasonUndecodable, ReasonInvalid, ReasonSignerMismatch, ReasonStaleSeq, ReasonDirectoryFull, ReasonUncertified}
+var Reasons = []Reason{ReasonOversize, ReasonUndecodable, ReasonInvalid, ReasonSignerMismatch, ReasonStaleSeq, ReasonDirectoryFull,
+	ReasonUncertified, ReasonExpired, ReasonFuture, ReasonRateLimited}
 
 // ErrRejected matches every *RejectError.
 var ErrRejected = errors.New("message rejected")

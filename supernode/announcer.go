@@ -88,6 +88,7 @@ func (a *Announcer) Next(addrs []ma.Multiaddr, load int, departing bool, now tim
 		Interval:  a.interval,
 		Departing: departing,
 		MegaCert:  cert,
+		Issued:    now,
 	}
 	return ann.Marshal()
 }

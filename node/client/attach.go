@@ -86,10 +86,15 @@ func (c *Client) Run(ctx context.Context) {
 	reason := pb.AttachRequest_REASON_INITIAL
 	var alts []peer.AddrInfo
 	var sess *session
+	// last is the supernode of the previous session: plan keeps it a slot
+	// in the first pass after the session ended (a dead one costs that
+	// pass one attempt, not every pass).
+	var last peer.ID
 	for ctx.Err() == nil {
 		if sess == nil {
 			var retryAfter time.Duration
-			sess, retryAfter, alts = c.pass(ctx, reason, alts)
+			sess, retryAfter, alts = c.pass(ctx, reason, last, alts)
+			last = ""
 			if sess == nil {
 				d := c.retry.Next(retryAfter)
 				c.m.retryWaits.Observe(d.Seconds())
@@ -117,6 +122,7 @@ func (c *Client) Run(ctx context.Context) {
 		c.log.Info("session ended", "supernode", sess.peer.ShortString(), "reason", end.reason)
 		reason = pb.AttachRequest_REASON_FAILOVER
 		alts = end.alts
+		last = sess.peer
 		// Clients of a dead or draining supernode all notice at about the
 		// same moment: spread the reattachment.
 		spread := end.spread
@@ -172,14 +178,15 @@ func (c *Client) waitForRing(ctx context.Context) {
 // home returns the client's home cluster on the live ring.
 func (c *Client) home() []peer.ID { return cluster.Home(c.rings.Load(), []byte(c.h.ID())) }
 
-// pass asks the planned supernodes in order until one accepts. It returns
-// the session, or the largest retry-after hint heard and the alternatives
-// offered.
-func (c *Client) pass(ctx context.Context, reason pb.AttachRequest_Reason, alts []peer.AddrInfo) (*session, time.Duration, []peer.AddrInfo) {
+// pass asks the planned supernodes in order until one accepts. last is the
+// supernode of the client's previous session ("" for none): plan keeps a
+// slot for it. It returns the session, or the largest retry-after hint
+// heard and the alternatives offered.
+func (c *Client) pass(ctx context.Context, reason pb.AttachRequest_Reason, last peer.ID, alts []peer.AddrInfo) (*session, time.Duration, []peer.AddrInfo) {
 	self := c.h.ID()
 	home := c.home()
 	now := c.now()
-	candidates := plan(self, home, alts, c.dir.Snapshot(), c.notBefore, now, c.rng)
+	candidates := plan(self, home, last, alts, c.dir.Snapshot(), c.notBefore, now, c.rng)
 	if len(candidates) == 0 {
 		// No directory yet: the bootstrap peers may be supernodes.
 		for _, b := range c.cfg.Bootstrap {

@@ -17,18 +17,27 @@ import (
 const maxPerPass = 8
 
 // plan is the pure failover order for one pass: the home cluster in ring
-// order, then the alternatives supernodes offered, then other supernodes
-// of the directory with spare capacity (in random order weighted by spare
-// capacity, so clients do not herd onto the emptiest), then mega-supernodes
-// (the fallback tier) in megaOrder. Peers that asked us to wait (notBefore
-// after now) and self are skipped; no peer appears twice; at most
-// maxPerPass entries.
-func plan(self peer.ID, home []peer.ID, alts []peer.AddrInfo, snap *directory.Snapshot,
+// order, then the supernode the client was last attached to (last; "" for
+// none), then the alternatives supernodes offered, then other supernodes of
+// the directory with spare capacity (in random order weighted by
+// cluster.Spare, so clients do not herd onto the emptiest), then
+// mega-supernodes (the fallback tier) in megaOrder. Peers that asked us to
+// wait (notBefore after now) and self are skipped; no peer appears twice;
+// at most maxPerPass entries.
+//
+// Slots are reserved, so that announcements cannot crowd out the
+// supernodes the client has reason to trust: the home cluster and last
+// come first, and when a mega-supernode can be asked, the pass keeps one
+// slot for it: alternatives and spare-weighted supernodes fill only the
+// rest. Spare capacity is what peers announce, and a made-up supernode
+// can announce any.
+func plan(self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap *directory.Snapshot,
 	notBefore map[peer.ID]time.Time, now time.Time, rng *rand.Rand) []peer.AddrInfo {
 	out := make([]peer.AddrInfo, 0, maxPerPass)
 	seen := map[peer.ID]bool{self: true}
-	add := func(ai peer.AddrInfo) {
-		if len(out) == maxPerPass || seen[ai.ID] || now.Before(notBefore[ai.ID]) {
+	skip := func(id peer.ID) bool { return seen[id] || now.Before(notBefore[id]) }
+	add := func(ai peer.AddrInfo, limit int) {
+		if len(out) >= limit || skip(ai.ID) {
 			return
 		}
 		seen[ai.ID] = true
@@ -36,35 +45,42 @@ func plan(self peer.ID, home []peer.ID, alts []peer.AddrInfo, snap *directory.Sn
 	}
 	for _, id := range home {
 		if e, ok := snap.Get(id); ok {
-			add(peer.AddrInfo{ID: id, Addrs: e.Addrs})
+			add(peer.AddrInfo{ID: id, Addrs: e.Addrs}, maxPerPass)
 		}
 	}
-	for _, ai := range alts {
-		add(ai)
+	if e, ok := snap.Get(last); ok && last != "" {
+		add(peer.AddrInfo{ID: last, Addrs: e.Addrs}, maxPerPass)
 	}
 	var spare []directory.Entry
 	var weights []int
 	var megas []directory.Entry
 	for _, e := range snap.Entries {
 		switch {
-		case seen[e.ID], now.Before(notBefore[e.ID]):
+		case skip(e.ID):
 		case e.Role == protocol.RoleMega:
 			megas = append(megas, e)
-		case e.Capacity > e.Load:
+		case cluster.Spare(e) > 0:
 			spare = append(spare, e)
-			weights = append(weights, int(e.Capacity-e.Load))
+			weights = append(weights, cluster.Spare(e))
 		}
-	}
-	for _, i := range cluster.Sample(weights, maxPerPass-len(out), rng) {
-		add(peer.AddrInfo{ID: spare[i].ID, Addrs: spare[i].Addrs})
 	}
 	ais := make([]peer.AddrInfo, len(megas))
 	caps := make([]uint32, len(megas))
 	for i, e := range megas {
 		ais[i], caps[i] = peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, e.Capacity
 	}
+	megaSlot := 0
+	if len(megas) > 0 {
+		megaSlot = 1
+	}
+	for _, ai := range alts {
+		add(ai, maxPerPass-megaSlot)
+	}
+	for _, i := range cluster.Sample(weights, maxPerPass-megaSlot-len(out), rng) {
+		add(peer.AddrInfo{ID: spare[i].ID, Addrs: spare[i].Addrs}, maxPerPass-megaSlot)
+	}
 	for _, ai := range megaOrder(self, ais, caps) {
-		add(ai)
+		add(ai, maxPerPass)
 	}
 	return out
 }

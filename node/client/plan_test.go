@@ -71,6 +71,7 @@ func TestPlan(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		home      []peer.ID
+		last      peer.ID
 		alts      []peer.AddrInfo
 		entries   []directory.Entry
 		notBefore map[peer.ID]time.Time
@@ -127,8 +128,39 @@ func TestPlan(t *testing.T) {
 				if !slices.Equal(got[:3], home) {
 					t.Fatalf("plan %v does not start with the home cluster", got)
 				}
-				if slices.Contains(got, p[6]) {
-					t.Fatalf("plan %v: a mega displaced a regular supernode with room", got)
+				// The mega keeps its reserved slot, the last one.
+				if got[maxPerPass-1] != p[6] {
+					t.Fatalf("plan %v: the mega lost its reserved last slot", got)
+				}
+			},
+		},
+		{
+			name: "the last supernode comes right after home",
+			home: home, last: p[5], entries: base,
+			alts: []peer.AddrInfo{{ID: p[7]}},
+			want: []peer.ID{p[1], p[2], p[3], p[5], p[7], p[4], p[6]},
+		},
+		{
+			name: "a last supernode gone from the directory is not asked",
+			home: home, last: p[9], entries: base,
+			want: []peer.ID{p[1], p[2], p[3], p[4], p[6]},
+		},
+		{
+			name: "Sybil: fakes with huge capacity cannot push out home, last or the mega",
+			home: home, last: p[4], entries: func() []directory.Entry {
+				es := slices.Clone(base)
+				for _, id := range p[7:16] {
+					es = append(es, entry(id, sn, 4_000_000_000, 0))
+				}
+				return es
+			}(),
+			alts: []peer.AddrInfo{{ID: p[7]}, {ID: p[8]}, {ID: p[9]}, {ID: p[10]}},
+			check: func(t *testing.T, got []peer.ID) {
+				if len(got) != maxPerPass {
+					t.Fatalf("plan has %d entries, want %d", len(got), maxPerPass)
+				}
+				if !slices.Equal(got[:4], []peer.ID{p[1], p[2], p[3], p[4]}) || got[maxPerPass-1] != p[6] {
+					t.Fatalf("plan %v: want home, the last supernode, then fakes, then the mega", got)
 				}
 			},
 		},
@@ -138,7 +170,7 @@ func TestPlan(t *testing.T) {
 			if nb == nil {
 				nb = map[peer.ID]time.Time{}
 			}
-			got := ids(plan(self, tc.home, tc.alts, snapshot(tc.entries...), nb, now, rand.New(rand.NewPCG(1, 2))))
+			got := ids(plan(self, tc.home, tc.last, tc.alts, snapshot(tc.entries...), nb, now, rand.New(rand.NewPCG(1, 2))))
 			if tc.want != nil && !slices.Equal(got, tc.want) {
 				t.Fatalf("plan = %v\nwant   %v", got, tc.want)
 			}
@@ -160,7 +192,7 @@ func TestPlanWeightsSpareSupernodes(t *testing.T) {
 	first := map[peer.ID]int{}
 	const runs = 20_000
 	for range runs {
-		got := plan(p[0], nil, nil, snap, map[peer.ID]time.Time{}, time.Unix(0, 0), rng)
+		got := plan(p[0], nil, "", nil, snap, map[peer.ID]time.Time{}, time.Unix(0, 0), rng)
 		if len(got) != 3 {
 			t.Fatalf("plan has %d entries, want all 3 with room", len(got))
 		}
@@ -171,6 +203,26 @@ func TestPlanWeightsSpareSupernodes(t *testing.T) {
 		if got := float64(first[id]) / runs; got < want-0.02 || got > want+0.02 {
 			t.Errorf("%s tried first %.3f of the time, want %.2f (its share of spare capacity)", id.ShortString(), got, want)
 		}
+	}
+}
+
+// TestPlanClampsAnnouncedSpare: spare capacity counts up to
+// cluster.MaxCapacity, so a supernode claiming 4,000,000,000 is tried
+// first in proportion to 6,400, not to its claim.
+func TestPlanClampsAnnouncedSpare(t *testing.T) {
+	p := testIDs(t, 3)
+	sn := protocol.RoleSupernode
+	snap := snapshot(entry(p[1], sn, 4_000_000_000, 0), entry(p[2], sn, 6400, 0))
+	rng := rand.New(rand.NewPCG(5, 6))
+	first := 0
+	const runs = 10_000
+	for range runs {
+		if plan(p[0], nil, "", nil, snap, map[peer.ID]time.Time{}, time.Unix(0, 0), rng)[0].ID == p[2] {
+			first++
+		}
+	}
+	if got := float64(first) / runs; got < 0.47 || got > 0.53 {
+		t.Fatalf("honest supernode tried first %.3f of the time, want 0.5 (the claim clamped to cluster.MaxCapacity)", got)
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 
 	"github.com/overlayd/overlayd/overlay/directory"
 	"github.com/overlayd/overlayd/overlay/ring"
-	"github.com/overlayd/overlayd/protocol"
 )
 
 // Size is R: a key's home cluster is the first Size distinct supernodes on
@@ -23,23 +22,34 @@ const (
 	MaxWeight  = 64
 )
 
+// MaxCapacity is the ceiling on an announced capacity, in attached peers,
+// wherever capacity orders supernodes: ring weight (Weight), the spare
+// capacity that weights a client's failover order and a supernode's BUSY
+// alternatives (Spare), and the spare capacity --role auto reasons about.
+// It is the capacity of the heaviest ring member, MaxWeight × WeightUnit:
+// an announcement may claim 4,000,000,000, which would otherwise make one
+// made-up supernode outweigh every honest one in every weighted choice.
+// Verified mega-supernodes are exempt: their capacity is signed by an
+// operator.
+const MaxCapacity = MaxWeight * WeightUnit
+
+// Capacity is e's announced capacity as every ordering counts it: at most
+// MaxCapacity unless e is a verified mega-supernode.
+func Capacity(e directory.Entry) int {
+	if e.Cert != nil {
+		return int(e.Capacity)
+	}
+	return min(int(e.Capacity), MaxCapacity)
+}
+
+// Spare is e's spare capacity as every ordering counts it: Capacity(e)
+// less its announced load, at least 0.
+func Spare(e directory.Entry) int { return max(Capacity(e)-int(e.Load), 0) }
+
 // Weight maps an announced capacity to a ring weight.
 func Weight(capacity uint32) int {
 	w := (int(capacity) + WeightUnit/2) / WeightUnit
 	return min(max(w, 1), MaxWeight)
-}
-
-// Members returns the regular supernodes of a snapshot as ring members.
-// Mega-supernodes are the fallback tier and are not on the cluster ring.
-func Members(s *directory.Snapshot) []ring.Member {
-	ms := make([]ring.Member, 0, s.Len())
-	for _, e := range s.Entries {
-		if e.Role != protocol.RoleSupernode {
-			continue
-		}
-		ms = append(ms, ring.Member{ID: e.ID.String(), Weight: Weight(e.Capacity)})
-	}
-	return ms
 }
 
 // Home returns the home cluster of key on r, in ring order: the first Size

@@ -62,7 +62,7 @@ func TestMembersLeavesMegasOffTheRing(t *testing.T) {
 		{Announcement: protocol.Announcement{ID: reg, Role: protocol.RoleSupernode, Capacity: 300}, LastSeen: time.Unix(1, 0)},
 		{Announcement: protocol.Announcement{ID: mega, Role: protocol.RoleMega, Capacity: 5000}},
 	}}
-	ms := Members(snap)
+	ms := Members(snap, time.Unix(1, 0), Policy{})
 	if len(ms) != 1 || ms[0].ID != reg.String() || ms[0].Weight != 3 {
 		t.Fatalf("Members = %+v, want only the regular supernode with weight 3", ms)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -30,6 +31,11 @@ type Entry struct {
 	// SupernodeCert is the verified certificate of a regular supernode in a
 	// certified network (nil otherwise); Capacity is at most its ceiling.
 	SupernodeCert *protocol.SupernodeCert
+	// RampFrom is when the entry's ring weight starts ramping up
+	// (overlay/cluster): FirstSeen, or the zero time for an entry this
+	// directory already held during its warm-up (Limits.Warmup after its
+	// first announcement), which it cannot tell from an established one.
+	RampFrom time.Time
 }
 
 // Snapshot is an immutable view of the directory. Entries are sorted by peer
@@ -37,8 +43,9 @@ type Entry struct {
 type Snapshot struct {
 	// Version increases on every change, load updates included.
 	Version uint64
-	// Membership increases only when the set of (peer, role, capacity)
-	// changes: what the ring is built from.
+	// Membership increases only when the set of (peer, role, capacity,
+	// addresses) changes: what the ring is built from (with the time, for
+	// the weight ramp).
 	Membership uint64
 	Entries    []Entry
 }
@@ -104,6 +111,64 @@ type seqMark struct {
 // should be *protocol.RejectError; the announcement is refused.
 type MegaVerifier func(a protocol.Announcement, now time.Time) (protocol.MegaCert, error)
 
+// Limits are the receiver-side bounds that depend on the node's own
+// configuration. The zero value bounds nothing (no interval clamp, no rate
+// limit, no warm-up).
+type Limits struct {
+	// Interval is the receiver's own announce interval. Announced
+	// intervals count as at most protocol.MaxIntervalFactor times it for
+	// expiry (protocol.ClampInterval), and the rate limits are per
+	// Interval.
+	Interval time.Duration
+	// PerSigner is the most announcements one signer may have accepted per
+	// Interval (a token bucket of that size, refilled over an Interval).
+	// An honest announcer sends one, plus one at a role change and one
+	// when it departs.
+	PerSigner int
+	// PerForwarder is the least number of announcements one forwarding
+	// peer may pass per Interval; the bucket is sized
+	// max(PerForwarder, 2 × live entries) so a hub that relays every
+	// supernode's announcement to a leaf stays within it.
+	PerForwarder int
+	// Warmup: entries first seen within Warmup of the directory's first
+	// accepted announcement are treated as established (RampFrom zero): a
+	// node that just started cannot tell a new supernode from an old one.
+	Warmup time.Duration
+}
+
+// DefaultLimits returns the limits for a node announcing every interval:
+// PerSigner 4, PerForwarder 64, Warmup protocol.MissedAnnouncements
+// intervals (every live supernode has announced by then).
+func DefaultLimits(interval time.Duration) Limits {
+	return Limits{Interval: interval, PerSigner: 4, PerForwarder: 64, Warmup: protocol.MissedAnnouncements * interval}
+}
+
+// bucket is a token bucket refilled at size per interval.
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+// take refills b for the time since its last use and takes one token.
+func (b *bucket) take(size float64, interval time.Duration, now time.Time) bool {
+	if b.last.IsZero() {
+		b.tokens = size
+	} else if dt := now.Sub(b.last); dt > 0 {
+		b.tokens = min(size, b.tokens+size*float64(dt)/float64(interval))
+	}
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// idle reports whether b would be full at now (it can be forgotten).
+func (b *bucket) idle(size float64, interval time.Duration, now time.Time) bool {
+	return b.tokens+size*float64(now.Sub(b.last))/float64(interval) >= size
+}
+
 // Directory is safe for concurrent use.
 type Directory struct {
 	maxEntries int
@@ -115,6 +180,10 @@ type Directory struct {
 	version    uint64
 	membership uint64
 	subs       map[chan struct{}]struct{}
+	limits     Limits
+	started    time.Time // first accepted announcement
+	signers    map[peer.ID]*bucket
+	forwarders map[peer.ID]*bucket
 
 	snap  atomic.Pointer[Snapshot]
 	dirty atomic.Bool
@@ -147,12 +216,64 @@ func New(opts ...Option) *Directory {
 		entries:    make(map[peer.ID]Entry),
 		seqs:       make(map[peer.ID]seqMark),
 		subs:       make(map[chan struct{}]struct{}),
+		signers:    make(map[peer.ID]*bucket),
+		forwarders: make(map[peer.ID]*bucket),
 	}
 	for _, o := range opts {
 		o(d)
 	}
 	d.snap.Store(&Snapshot{})
 	return d
+}
+
+// SetLimits sets the receiver-side limits. Call it before the first
+// announcement arrives (node sets them from its Config when it starts the
+// directory topic).
+func (d *Directory) SetLimits(l Limits) {
+	d.mu.Lock()
+	d.limits = l
+	d.mu.Unlock()
+}
+
+// Admit charges one announcement signed by signer and forwarded by from
+// against their rate limits, before anything is decoded. It returns a
+// *protocol.RejectError of reason rate_limited when either bucket is empty.
+// Pass from == "" for a message of this node's own. The buckets are
+// bounded: at most 2 × the maximum entries of each, idle ones forgotten
+// first; when the table is still full, the message is refused.
+func (d *Directory) Admit(from, signer peer.ID, now time.Time) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l := d.limits
+	if l.Interval <= 0 {
+		return nil
+	}
+	if l.PerSigner > 0 && !d.takeLocked(d.signers, signer, float64(l.PerSigner), now) {
+		return protocol.Reject(protocol.ReasonRateLimited, "signer %s sent more than %d announcements per %v", signer, l.PerSigner, l.Interval)
+	}
+	if size := float64(max(l.PerForwarder, 2*len(d.entries))); from != "" && l.PerForwarder > 0 && !d.takeLocked(d.forwarders, from, size, now) {
+		return protocol.Reject(protocol.ReasonRateLimited, "peer %s forwarded more than %.0f announcements per %v", from, size, l.Interval)
+	}
+	return nil
+}
+
+func (d *Directory) takeLocked(m map[peer.ID]*bucket, id peer.ID, size float64, now time.Time) bool {
+	b, ok := m[id]
+	if !ok {
+		if len(m) >= 2*d.maxEntries {
+			for k, v := range m {
+				if v.idle(size, d.limits.Interval, now) {
+					delete(m, k)
+				}
+			}
+			if len(m) >= 2*d.maxEntries {
+				return false
+			}
+		}
+		b = &bucket{}
+		m[id] = b
+	}
+	return b.take(size, d.limits.Interval, now)
 }
 
 // Receive decodes an announcement carried in a message signed by signer and
@@ -194,6 +315,10 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	iv := protocol.ClampInterval(a.Interval, d.limits.Interval)
+	if err := a.CheckFresh(now, iv); err != nil {
+		return Event{}, err
+	}
 	mark, known := d.seqs[a.ID]
 	if known && a.Seq <= mark.seq {
 		return Event{}, protocol.Reject(protocol.ReasonStaleSeq, "announcement seq %d from %s, already have %d", a.Seq, a.ID, mark.seq)
@@ -204,7 +329,13 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 			return Event{}, protocol.Reject(protocol.ReasonDirectoryFull, "directory holds %d peers", len(d.seqs))
 		}
 	}
-	ttl := protocol.MissedAnnouncements * a.Interval
+	ttl := protocol.Validity(iv)
+	// An entry lives ttl from when its announcement was issued (if that
+	// is earlier than now), so a copy delayed on the way buys no time.
+	from := now
+	if !a.Issued.IsZero() && a.Issued.Before(now) {
+		from = a.Issued
+	}
 	// Keep the sequence mark twice as long as the entry would live, so a
 	// delayed copy of an older announcement cannot resurrect a departed peer.
 	d.seqs[a.ID] = seqMark{seq: a.Seq, forget: now.Add(2 * ttl)}
@@ -218,7 +349,13 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 		d.changedLocked(true)
 		return Event{Kind: Departed, ID: a.ID}, nil
 	}
-	e := Entry{Announcement: a, FirstSeen: now, LastSeen: now, Expires: now.Add(ttl), Cert: cert, SupernodeCert: snCert}
+	if d.started.IsZero() {
+		d.started = now
+	}
+	e := Entry{Announcement: a, FirstSeen: now, LastSeen: now, Expires: from.Add(ttl), Cert: cert, SupernodeCert: snCert, RampFrom: now}
+	if now.Before(d.started.Add(d.limits.Warmup)) {
+		e.RampFrom = time.Time{}
+	}
 	for _, c := range []*protocol.MegaCert{cert, snCert} {
 		if c == nil {
 			continue
@@ -229,12 +366,18 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 	}
 	kind := Added
 	if live {
-		e.FirstSeen = old.FirstSeen
+		e.FirstSeen, e.RampFrom = old.FirstSeen, old.RampFrom
 		kind = Updated
 	}
 	d.entries[a.ID] = e
-	d.changedLocked(!live || old.Role != a.Role || old.Capacity != a.Capacity)
+	d.changedLocked(!live || old.Role != a.Role || old.Capacity != a.Capacity || !sameAddrs(old.Addrs, a.Addrs))
 	return Event{Kind: kind, ID: a.ID}, nil
+}
+
+// sameAddrs reports whether two address lists are equal, in order: the
+// first public address decides a ring member's subnet (overlay/cluster).
+func sameAddrs(a, b []ma.Multiaddr) bool {
+	return slices.EqualFunc(a, b, func(x, y ma.Multiaddr) bool { return x.Equal(y) })
 }
 
 // Expire removes entries whose announcements stopped, and returns them.
@@ -249,6 +392,19 @@ func (d *Directory) Expire(now time.Time) []Event {
 		}
 	}
 	d.forgetLocked(now)
+	if l := d.limits; l.Interval > 0 {
+		for id, b := range d.signers {
+			if b.idle(float64(l.PerSigner), l.Interval, now) {
+				delete(d.signers, id)
+			}
+		}
+		size := float64(max(l.PerForwarder, 2*len(d.entries)))
+		for id, b := range d.forwarders {
+			if b.idle(size, l.Interval, now) {
+				delete(d.forwarders, id)
+			}
+		}
+	}
 	if len(evs) > 0 {
 		d.changedLocked(true)
 	}

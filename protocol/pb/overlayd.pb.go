@@ -278,7 +278,14 @@ type Announcement struct {
 	Departing bool `protobuf:"varint,9,opt,name=departing,proto3" json:"departing,omitempty"`
 	// With role MEGA: the operator-signed certificate (a libp2p signed
 	// envelope of a MegaCertificate) whose subject is this peer.
-	MegaCert      []byte `protobuf:"bytes,10,opt,name=mega_cert,json=megaCert,proto3" json:"mega_cert,omitempty"`
+	MegaCert []byte `protobuf:"bytes,10,opt,name=mega_cert,json=megaCert,proto3" json:"mega_cert,omitempty"`
+	// When the announcer built this announcement, in milliseconds since the
+	// Unix epoch. A receiver refuses it once issued_unix_ms plus
+	// protocol.MissedAnnouncements clamped intervals (plus protocol.ClockSkew)
+	// has passed, or when it lies more than protocol.ClockSkew in the future,
+	// so a replayed old announcement is stale whatever the receiver
+	// remembers. 0 (a peer of an earlier build) is accepted unchecked.
+	IssuedUnixMs  uint64 `protobuf:"varint,11,opt,name=issued_unix_ms,json=issuedUnixMs,proto3" json:"issued_unix_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -381,6 +388,13 @@ func (x *Announcement) GetMegaCert() []byte {
 		return x.MegaCert
 	}
 	return nil
+}
+
+func (x *Announcement) GetIssuedUnixMs() uint64 {
+	if x != nil {
+		return x.IssuedUnixMs
+	}
+	return 0
 }
 
 // MegaCertificate is signed by an operator key in a libp2p signed
@@ -2867,7 +2881,7 @@ var File_pb_overlayd_proto protoreflect.FileDescriptor
 
 const file_pb_overlayd_proto_rawDesc = "" +
 	"\n" +
-	"\x11pb/overlayd.proto\x12\voverlayd.v1\"\xad\x02\n" +
+	"\x11pb/overlayd.proto\x12\voverlayd.v1\"\xd3\x02\n" +
 	"\fAnnouncement\x12\x17\n" +
 	"\apeer_id\x18\x01 \x01(\fR\x06peerId\x12\x14\n" +
 	"\x05addrs\x18\x02 \x03(\fR\x05addrs\x12%\n" +
@@ -2880,7 +2894,8 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"intervalMs\x12\x1c\n" +
 	"\tdeparting\x18\t \x01(\bR\tdeparting\x12\x1b\n" +
 	"\tmega_cert\x18\n" +
-	" \x01(\fR\bmegaCert\"\xd4\x01\n" +
+	" \x01(\fR\bmegaCert\x12$\n" +
+	"\x0eissued_unix_ms\x18\v \x01(\x04R\fissuedUnixMs\"\xd4\x01\n" +
 	"\x0fMegaCertificate\x12\x18\n" +
 	"\asubject\x18\x01 \x01(\fR\asubject\x12%\n" +
 	"\x04role\x18\x02 \x01(\x0e2\x11.overlayd.v1.RoleR\x04role\x12\x1a\n" +

@@ -1,0 +1,196 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/control"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/overlayd/overlayd/overlay/ring"
+	"github.com/overlayd/overlayd/protocol"
+)
+
+// deadNet is where the made-up supernodes claim to listen: TEST-NET-1, a
+// public-looking /24 that nobody answers on.
+var deadNet = &net.IPNet{IP: net.IPv4(192, 0, 2, 0), Mask: net.CIDRMask(24, 32)}
+
+// unreachable refuses dials into deadNet at once, as a network answering
+// with a reset or an ICMP unreachable would, so that a test's clients
+// spend no attempt timeout on each fake.
+type unreachable struct{}
+
+func (unreachable) InterceptPeerDial(peer.ID) bool { return true }
+func (unreachable) InterceptAddrDial(_ peer.ID, a ma.Multiaddr) bool {
+	ip, err := manet.ToIP(a)
+	return err != nil || !deadNet.Contains(ip)
+}
+func (unreachable) InterceptAccept(network.ConnMultiaddrs) bool { return true }
+func (unreachable) InterceptSecured(network.Direction, peer.ID, network.ConnMultiaddrs) bool {
+	return true
+}
+func (unreachable) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }
+
+// sybils announces made-up identities through one GossipSub connection,
+// every interval, until stopped: each claims the largest capacity and the
+// longest interval, and a dead address.
+type sybils struct {
+	r    *rogue
+	keys []crypto.PrivKey
+	ids  []peer.ID
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newSybils(t *testing.T, r *rogue, k int, interval time.Duration) *sybils {
+	t.Helper()
+	s := &sybils{r: r, stop: make(chan struct{})}
+	for range k {
+		key, id := newKey(t)
+		s.keys, s.ids = append(s.keys, key), append(s.ids, id)
+	}
+	s.wg.Add(1)
+	go s.run(interval)
+	t.Cleanup(s.close)
+	return s
+}
+
+func (s *sybils) close() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.wg.Wait()
+}
+
+func (s *sybils) run(interval time.Duration) {
+	defer s.wg.Done()
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for seq := uint64(1); ; seq++ {
+		for i, id := range s.ids {
+			a := protocol.Announcement{
+				ID: id, Role: protocol.RoleSupernode, Capacity: 4_000_000_000, Version: protocol.Version,
+				Addrs: []ma.Multiaddr{ma.StringCast(fmt.Sprintf("/ip4/192.0.2.%d/tcp/1", 1+i%250))},
+				Seq:   seq, Interval: protocol.MaxAnnounceInterval,
+			}
+			b, err := a.Marshal()
+			if err != nil {
+				panic(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), interval)
+			_ = s.r.topic.Publish(ctx, b, pubsub.WithSecretKeyAndPeerId(s.keys[i], id), pubsub.WithReadiness(pubsub.MinTopicSize(1)))
+			cancel()
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sybilRogue is newRogue with a router that stops with the test (newRogue's
+// runs on context.Background, so goleak flags it).
+func sybilRogue(t *testing.T, target *Node) *rogue {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); h.Close() })
+	ps, err := pubsub.NewGossipSub(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	topic, err := ps.Join(protocol.DirectoryTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := topic.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sub.Cancel)
+	if err := h.Connect(ctx, peer.AddrInfo{ID: target.ID(), Addrs: target.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	return &rogue{h: h, topic: topic}
+}
+
+// honestShare is the fraction of r's hash space owned by the honest
+// supernodes.
+func honestShare(r *ring.Ring, honest []*Node) float64 {
+	if r == nil {
+		return 0
+	}
+	share := 0.0
+	for _, s := range r.Stats().Shares {
+		for _, sn := range honest {
+			if s.ID == sn.ID().String() {
+				share += s.Share
+			}
+		}
+	}
+	return share
+}
+
+// TestSybilAnnouncementsGetNothing: one connection announces 8, then 64,
+// made-up supernodes of capacity 4,000,000,000 at a dead address, against 3
+// honest supernodes of capacity 200. Clients started afterwards attach to
+// honest supernodes within a few keepalives, and the supernodes' rings,
+// built from the polluted directory, keep most of the hash space honest.
+// Before the clamp, the ramp, the subnet limit and the reserved slots,
+// the fakes took 98.8% of the ring and every pass.
+func TestSybilAnnouncementsGetNothing(t *testing.T) {
+	for _, fakes := range []int{8, 64} {
+		t.Run(fmt.Sprintf("%d fakes", fakes), func(t *testing.T) {
+			sns := supernodes(t, 3, 200)
+			interval := sns[0].cfg.AnnounceInterval
+			// Let the honest supernodes' directories leave their warm-up,
+			// so that what arrives next is new to them.
+			<-time.After(protocol.MissedAnnouncements*interval + interval)
+			s := newSybils(t, sybilRogue(t, sns[0]), fakes, interval)
+			for _, sn := range sns {
+				waitFor(t, 20*time.Second, "fakes in the directory of "+sn.ID().ShortString(), func() bool { return hasAll(sn, s.ids) })
+			}
+			<-time.After(2 * sns[0].debounc) // the ring rebuilt from them
+			for _, sn := range sns {
+				share := honestShare(sn.Ring(), sns)
+				t.Logf("supernode %s: ring of %d members, honest share %.1f%%", sn.ID().ShortString(), sn.Ring().Len(), 100*share)
+				if share < 0.5 {
+					t.Errorf("honest share of %s's ring %.1f%%, want at least 50%%", sn.ID().ShortString(), 100*share)
+				}
+			}
+			const clients = 4
+			var cs []*Node
+			for range clients {
+				cs = append(cs, startClient(t, p2pAddr(sns[0]), WithConnectionGater(unreachable{})))
+			}
+			// A client plans after one interval plus two debounce windows
+			// (its wait for the directory); then a few keepalives.
+			bound := 2*(interval+2*sns[0].debounc) + 10*testKeepalive
+			start := time.Now()
+			for _, c := range cs {
+				waitFor(t, bound, "client attached", func() bool { return c.attachmentForTest() != "" })
+				if byID(sns, c.attachmentForTest()) == nil {
+					t.Fatalf("client attached to %s, not an honest supernode", c.attachmentForTest().ShortString())
+				}
+			}
+			t.Logf("%d clients attached to honest supernodes within %v (bound %v); client ring: %d members, honest share %.1f%%",
+				clients, time.Since(start).Round(time.Millisecond), bound, cs[0].Ring().Len(), 100*honestShare(cs[0].Ring(), sns))
+		})
+	}
+}
