@@ -22,6 +22,10 @@ func TestRouterCollector(t *testing.T) {
 	s.GroupFramesSent.Add(7)
 	s.GroupFanouts.Add(8)
 	s.FanoutRefused.Add(9)
+	s.PresenceRefused.Add(10)
+	s.MembershipRefused.Add(11)
+	s.PublishRefused.Add(12)
+	s.GroupRefused.Add(13)
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(r.Collector()); err != nil {
 		t.Fatal(err)
@@ -46,6 +50,12 @@ overlayd_supernode_group_frames_sent_total 7
 # HELP overlayd_supernode_group_publishes_numbered_total Group publishes this supernode numbered as the group's home.
 # TYPE overlayd_supernode_group_publishes_numbered_total counter
 overlayd_supernode_group_publishes_numbered_total 6
+# HELP overlayd_supernode_records_refused_total Records refused because their originator did not sign them, by record: presence (an attachment without the client's claim), membership (a join without the member's claim), publish (a publish without the publisher's signature), group_message (a group message not stamped by the group's current home). A count above zero means a supernode forges records, or a bug.
+# TYPE overlayd_supernode_records_refused_total counter
+overlayd_supernode_records_refused_total{record="group_message"} 13
+overlayd_supernode_records_refused_total{record="membership"} 11
+overlayd_supernode_records_refused_total{record="presence"} 10
+overlayd_supernode_records_refused_total{record="publish"} 12
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
 		t.Fatal(err)
