@@ -1,0 +1,58 @@
+package supernode
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/overlayd/overlayd/overlay/ring"
+	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/protocol/pb"
+)
+
+// FuzzRelayFrame drives the relay handler itself, not only the decoder:
+// arbitrary bytes, decoded as a RelayFrame the way handleRelay reads one,
+// are acted on by a router as if a directory supernode had sent them. The
+// router must not panic, and no record reaches its state without its
+// originator's signature (the fuzzer cannot sign as the test's clients).
+func FuzzRelayFrame(f *testing.F) {
+	n := newTestNet(f)
+	var rp ring.Published
+	sn := newSupernode(f, n, supernodeConfig{router: &RouterConfig{Ring: rp.Load}})
+	other := newPeerID(f)
+	rp.Publish(newRing(f, sn.h.ID(), other))
+	victim := newPeerID(f)
+	for _, fr := range []*pb.RelayFrame{
+		{Kind: &pb.RelayFrame_Presence{Presence: &pb.PresenceBatch{Records: []*pb.PresenceRecord{{Client: []byte(victim), Location: []byte(other), SessionSeq: 9, Attached: true}}}}},
+		{Kind: &pb.RelayFrame_Membership{Membership: &pb.MembershipBatch{Records: []*pb.MembershipRecord{{Group: "g", Member: []byte(victim), Supernode: []byte(other), Join: true}}}}},
+		{Kind: &pb.RelayFrame_Publish{Publish: &pb.GroupPublish{Group: "g", Id: protocol.NewMessageID(), From: []byte(victim)}}},
+		{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: &pb.GroupMessage{Group: "g", Epoch: 1, Seq: 1}}},
+		{Kind: &pb.RelayFrame_Deliver{Deliver: &pb.DirectMessage{Id: protocol.NewMessageID(), To: []byte(victim)}}},
+		{Kind: &pb.RelayFrame_Nack{Nack: &pb.DirectMessage{Id: protocol.NewMessageID(), To: []byte(victim)}}},
+		{Kind: &pb.RelayFrame_Ack{Ack: &pb.Ack{Id: protocol.NewMessageID(), To: []byte(victim)}}},
+	} {
+		b, err := proto.Marshal(fr)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > protocol.MaxRelayFrame {
+			return // the frame reader refuses it before decoding
+		}
+		var fr pb.RelayFrame
+		if proto.Unmarshal(b, &fr) != nil {
+			return
+		}
+		sn.r.onRelay(other, &fr)
+		if p, ok := presenceOf(sn.r, victim); ok {
+			t.Fatalf("an unsigned presence record was stored: %+v", p)
+		}
+		sn.r.mu.Lock()
+		defer sn.r.mu.Unlock()
+		if hg := sn.r.homes["g"]; hg != nil && len(hg.at) > 0 {
+			t.Fatalf("an unsigned membership was stored: %v", hg.at)
+		}
+	})
+}
