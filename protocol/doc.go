@@ -102,6 +102,10 @@
 // receiver accepts it only if all of these hold, checked in this order (the
 // reason it counts otherwise is in brackets):
 //
+//   - the signer has had at most 4 announcements accepted in the receiver's
+//     own announce interval, and the peer that forwarded the message at most
+//     max(64, 2 × live entries) (token buckets refilled over the interval,
+//     directory.DefaultLimits) [rate_limited];
 //   - the message is at most [MaxAnnouncementSize] bytes [oversize];
 //   - it decodes as a pb.Announcement [undecodable];
 //   - peer_id decodes, role is supernode or mega, capacity >= 1, at least one
@@ -116,21 +120,41 @@
 //     certificates), unless departing, mega_cert is not empty [uncertified]
 //     and verifies as a supernode certificate [a certificate reason]; the
 //     entry's capacity is then min(capacity, the certificate's capacity);
+//   - issued_unix_ms (the announcer's clock when it signed) is not more than
+//     [ClockSkew] ahead of the receiver's clock [issued_in_future], and
+//     issued + [MissedAnnouncements] × the clamped interval + ClockSkew is
+//     not past [expired] (an announcement without issued_unix_ms, from an
+//     earlier build, is not checked); the clamped interval is interval_ms at
+//     most [MaxIntervalFactor] times the receiver's own ([ClampInterval]);
 //   - seq is greater than the last seq accepted from that peer [stale_seq];
 //   - the peer is known, or the receiver remembers fewer than
 //     directory.DefaultMaxEntries (65,536) peers, live or recently departed
 //     [directory_full].
 //
-// A stale_seq announcement is ignored (not forwarded, the forwarder not
-// penalised: reordering on the way is not an attack); every other refusal
-// rejects the message (not forwarded, and counted against the forwarding
-// peer's GossipSub score). An accepted entry expires [MissedAnnouncements]
-// times the announcer's interval_ms after its last accepted announcement, a
+// A refusal that depends on the receiver — stale_seq, directory_full,
+// rate_limited, expired, issued_in_future, and the certificate reasons
+// untrusted, revoked, expired and not yet valid — ignores the message (not
+// forwarded, the forwarder not penalised: it may have been valid where it
+// came from); every other refusal rejects it (not forwarded, and counted
+// against the forwarding peer's GossipSub score: invalid messages weigh
+// -10 each, squared and decaying, every peer starts at +50, and one below
+// -100 is graylisted; peers beyond 8 on one IP address are penalised,
+// loopback excepted). An accepted entry expires [MissedAnnouncements]
+// times its clamped interval after it was issued (or accepted, if that is
+// earlier) and is refreshed by each accepted announcement, a
 // mega-supernode's no later than its certificate's not_after plus
 // [ClockSkew]; a departing announcement removes it at once. The receiver
 // keeps the peer's last seq for 2 × MissedAnnouncements intervals after the
 // last accepted announcement, so a delayed copy of an older one cannot bring
 // a departed peer back.
+//
+// What a receiver does with accepted entries is its own policy, shared by
+// every node through package overlay/cluster: announced capacity counts at
+// most cluster.MaxCapacity (6,400) unless a certificate signs it; a new
+// entry's ring weight ramps from 1 to full in 4 steps over 360 of the
+// receiver's intervals; at most 2 supernodes per /24 (IPv4) or /48 (IPv6)
+// are ring members (the oldest); and the ring never exceeds
+// cluster.MaxMembers members of cluster.MaxTotalWeight weight.
 //
 // # Mega certificates
 //
@@ -419,10 +443,12 @@
 // sender's ring sees it). Membership is soft state kept by the home:
 //
 //	client      its supernode S                           home H
-//	group_op{group, join} ->
-//	            relay membership{[group, member, supernode=S, join, refresh]} ->
+//	group_op{group, join, claim} ->
+//	            relay membership{[group, member, supernode=S, join, refresh, claim]} ->
 //
-// S ignores a GroupOp with an invalid name (no answer); otherwise it adds the
+// S ignores a GroupOp with an invalid name ([CheckGroupName]) or whose
+// claim is not the client's MembershipClaim for this group, S and join (no
+// answer); otherwise it adds the
 // client to, or removes it from, its local members of the group and tells H
 // (directly if S is H; a record S has no home for, having no ring yet, is
 // dropped, and a join is sent again with the next refresh). Every refresh
@@ -430,8 +456,12 @@
 // standing membership, and when a session ends it sends a leave for each of the
 // client's groups. Batches hold at most 1000 records. H applies a record only
 // if its supernode is the link's peer (a supernode speaks only for its own
-// clients), member decodes and the group name is valid: a join records the
-// member at that supernode (moving it from any other); a refresh does the same
+// clients), member decodes and the group name is valid. A join or refresh
+// must carry the member's MembershipClaim for this group at that supernode
+// ([VerifyMembership]; the claim H already verified for the member there is
+// not checked again); one whose seq is below the newest H applied for the
+// member renews the member's record there at most and moves nothing. A join
+// records the member at that supernode (moving it from any other); a refresh does the same
 // unless the member is recorded at another supernode by a record that has not
 // expired (the member moved and this is its old supernode's refresh); a leave
 // removes it only where it is recorded at that supernode. Records expire 3 ×
@@ -441,18 +471,34 @@
 // Publish:
 //
 //	P      its supernode S                  home H                             member's supernode M   member
-//	publish{group, id, payload} ->
-//	       relay publish{group, id, payload,
+//	publish{group, id, signed} ->
+//	       relay publish{group, id, signed,
 //	                     from=P, origin=S} ->
-//	                                        (numbers it)
+//	                                        (checks signed, numbers, stamps)
 //	                                        relay group_message{group, epoch, seq,
-//	                                              from, id, payload} ->  (one per M)
+//	                                              from, id, publish, stamp} ->  (one per M)
 //	                                                                                                   group_message ->
 //	       <- relay publish_result{to=P, result{id, OK, seq, epoch}}
 //	<- result{id, OK, seq, epoch}
 //
+// Signatures. signed is P's PublishClaim{group, id, payload} in a signed
+// envelope (domain [PublishDomain], at most [MaxSignedPublish] bytes,
+// [SignPublish]); the payload field is unused. H numbers nothing whose
+// signed does not verify for from, group and id ([VerifyPublish]): it
+// answers Result{id, INVALID} and counts it. For each message H signs a
+// GroupStamp{group, epoch, seq, SHA-256 of publish} (domain [StampDomain],
+// at most [MaxStamp] bytes, [Stamp]) and sends publish (P's envelope,
+// unchanged) and stamp with it. M fans out only a group message that came
+// from the group's home by its own ring and whose stamp verifies for that
+// home ([VerifyStamp]), and counts the rest. A member checks both again
+// ([OpenGroupMessage]: the home by its own ring), reads the payload from
+// publish, and drops a message for a group it has not joined. So a
+// supernode can drop or delay a group message, but cannot publish in a
+// member's name, renumber, alter, or invent one. Group payloads are not
+// encrypted: H and every M can read them.
+//
 // S answers Result{id, INVALID} to an id that is not 16 bytes, an invalid group
-// name or a payload above [MaxPayload], and Result{id, UNREACHABLE} when it has
+// name, a plaintext payload, or a signed above [MaxSignedPublish], and Result{id, UNREACHABLE} when it has
 // no ring or the link to H is full. A publisher need not be a member. H takes a
 // slot of its fanout-jobs semaphore before numbering (none free: Result{id,
 // BUSY}, no seq spent), gives the message the group's next seq (1, 2, ... per
@@ -464,8 +510,7 @@
 // member (and into its own local fanout), all under one lock, so that each link
 // carries a group's messages in seq order. It then answers Result{id, OK, seq,
 // epoch} to the publisher through origin. M wraps the message once into a
-// SessionFrame and fans it out to its local members; M does not check that the
-// message came from the group's home. The only field is set only by the
+// SessionFrame and fans it out to its local members. The only field is set only by the
 // per-member fanout kept for benchmarks: deliver to that member alone.
 //
 // A member sees a group's messages in the order the home numbered them
@@ -486,13 +531,36 @@
 // A group the home does not know yields an empty list. The client waits
 // twice the send timeout.
 //
+// # Client claims
+//
+// A client signs, with its identity key, every record about itself that
+// supernodes carry to other supernodes, in a libp2p signed envelope with a
+// domain of its own ([SignPresence], [SignMembership]; at most [MaxClaim]
+// bytes):
+//
+//   - PresenceClaim{supernode, session_seq} (domain [PresenceDomain]), in
+//     AttachRequest.presence: the supernode refuses (resets) an attach
+//     whose claim does not verify for the remote peer, itself and the
+//     request's session_seq, and copies it into every PresenceRecord it
+//     sends for that session (claim);
+//   - MembershipClaim{group, supernode, join, seq} (domain
+//     [MembershipDomain]), in GroupOp.claim: the supernode ignores a group
+//     op whose claim does not verify for the client, the group, itself and
+//     the op's join, and copies it into every MembershipRecord it sends for
+//     that membership. seq is the client's clock in nanoseconds, strictly
+//     increasing per client.
+//
+// A supernode that relays a claim can drop it, but cannot forge or alter
+// it: the receivers below check it, and count what they refuse in
+// overlayd_supernode_records_refused_total{record}.
+//
 // # Presence
 //
 // A client's location is kept by the members of its home cluster (keyed by
 // the client's binary peer ID):
 //
 //	S (the client's supernode)                                      each home member
-//	relay presence{[client, location=S, session_seq, attached]} ->
+//	relay presence{[client, location=S, session_seq, attached, claim]} ->
 //
 // S sends attached=true when a session starts and again every refresh
 // interval (its announce interval), and attached=false when the session
@@ -501,7 +569,10 @@
 // the next refresh. A home member applies a record only if location is the
 // link's peer and client decodes; it ignores a record whose session_seq is
 // lower than the one it holds; attached=true records (location, session_seq)
-// with an expiry 3 × its own refresh interval away; attached=false removes
+// with an expiry 3 × its own refresh interval away, but only when claim
+// verifies as the client's PresenceClaim for that location and session_seq
+// ([VerifyPresence]; a refresh of the record it holds is not checked
+// again), so a supernode cannot move a client to itself; attached=false removes
 // the record only if it names the same location. So a late "left" from an
 // old supernode cannot erase a newer attachment elsewhere. Expired records
 // are never answered.
