@@ -229,6 +229,16 @@ func (r *Router) onPublish(client peer.ID, p *pb.GroupPublish) {
 // holding members: the frame is encoded once and the same bytes go to
 // every link.
 func (r *Router) homePublish(p *pb.GroupPublish) {
+	// A publish relayed by another supernode was not checked by us: one
+	// whose message no member could read is refused before it is
+	// numbered (its sender's supernode is told INVALID).
+	if len(p.GetId()) != protocol.MessageIDLen || validGroup(p.GetGroup()) != nil || len(p.GetPayload()) > protocol.MaxPayload ||
+		!fitsSession(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: &pb.GroupMessage{
+			Group: p.GetGroup(), Epoch: ^uint64(0), Seq: ^uint64(0), From: p.GetFrom(), Id: p.GetId(), Payload: p.GetPayload()}}}) {
+		r.stats.OversizeGroup.Add(1)
+		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_INVALID, Detail: "invalid or too large group message"})
+		return
+	}
 	// The home's fanout job: refused before a sequence number is spent.
 	if !r.cfg.Sems.Fanout.TryAcquire() {
 		r.stats.FanoutRefused.Add(1)
@@ -284,7 +294,7 @@ func (r *Router) publishResult(p *pb.GroupPublish, res *pb.Result) {
 	origin := peer.ID(p.GetOrigin())
 	if origin == self {
 		if to, err := peer.IDFromBytes(p.GetFrom()); err == nil {
-			r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: res}}))
+			r.toClient(to, &pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: res}}, &r.stats.OversizeOther)
 		}
 		return
 	}
@@ -313,7 +323,14 @@ func (r *Router) fanoutLocalLocked(gm *pb.GroupMessage) {
 	}
 	// The engine's job queue is bounded; a full queue drops the message
 	// here (counted) and the members' sequence numbers show the gap.
-	frame := encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}})
+	sf := &pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}}
+	if !fitsSession(sf) {
+		// A group home (another supernode) sent a message no member
+		// could read: dropped for all of them, not forwarded.
+		r.stats.OversizeGroup.Add(1)
+		return
+	}
+	frame := encodeSession(sf)
 	if err := r.cfg.Fanout.Fanout(lg, frame, nil); err != nil {
 		r.stats.FanoutRefused.Add(1)
 		return
@@ -328,15 +345,22 @@ func (r *Router) deliverOnly(gm *pb.GroupMessage) {
 		return
 	}
 	gm = &pb.GroupMessage{Group: gm.Group, Epoch: gm.Epoch, Seq: gm.Seq, From: gm.From, Id: gm.Id, Payload: gm.Payload}
-	r.adm.Send(m, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}}))
+	r.toClient(m, &pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}}, &r.stats.OversizeGroup)
 }
 
 // onMembersRequest answers a client's "members of group" from the home.
 func (r *Router) onMembersRequest(client peer.ID, req *pb.MembersRequest) {
 	reply := func(ms [][]byte, errText string) {
-		r.adm.Send(client, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Members{Members: &pb.Members{
-			Id: req.GetId(), Group: req.GetGroup(), Members: ms, Error: errText,
-		}}}))
+		f := &pb.SessionFrame{Kind: &pb.SessionFrame_Members{Members: &pb.Members{Id: req.GetId(), Group: req.GetGroup(), Members: ms, Error: errText}}}
+		if !fitsSession(f) {
+			// A list longer than a session frame holds (about 1,600
+			// members) is refused rather than sent whole: sent, it
+			// would reset the asking client's session.
+			r.stats.OversizeOther.Add(1)
+			f.GetMembers().Members = nil
+			f.GetMembers().Error = "members list too large for a session frame"
+		}
+		r.adm.Send(client, encodeSession(f))
 	}
 	if err := validGroup(req.GetGroup()); err != nil {
 		reply(nil, err.Error())

@@ -94,6 +94,24 @@ type Router struct {
 type RouterStats struct {
 	Routed, DeliveredLocal, Relayed, Offline, Unreachable, Busy  atomic.Uint64
 	GroupPublishes, GroupFramesSent, GroupFanouts, FanoutRefused atomic.Uint64
+
+	// Frames for clients dropped because, encoded, they exceed
+	// protocol.MaxSessionFrame (clientframes.go): direct messages (the
+	// sender's supernode is told INVALID), group messages (and publishes
+	// refused INVALID at the home), and other frames (acks, results,
+	// members lists).
+	OversizeDirect, OversizeGroup, OversizeOther atomic.Uint64
+	// Frames not queued on a link to another supernode (link.go): its
+	// queue held linkQueueFrames frames or linkQueueBytes bytes, all
+	// links held linksTotalBytes, the resource manager refused the
+	// memory, or links were closed; and queued frames lost to a failed
+	// dial or write.
+	LinkQueueFrames, LinkQueueBytes, LinksTotalBytes, LinkMemory, LinkClosed, LinkFailed atomic.Uint64
+	// Records refused (presence.go, groups.go): presence past
+	// maxPresence or a supernode's share of it, memberships past
+	// maxMemberships or a supernode's share, new home groups past
+	// maxHomeGroups.
+	PresenceFull, PresenceOriginFull, MembershipsFull, MembershipsOriginFull, HomeGroupsFull atomic.Uint64
 }
 
 // NewRouter returns a Router serving the sessions of adm.
@@ -201,7 +219,7 @@ func encodeSession(f *pb.SessionFrame) []byte {
 
 // result tells a local client the outcome of its request.
 func (r *Router) result(client peer.ID, id []byte, st pb.Result_Status, detail string) {
-	r.adm.Send(client, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: &pb.Result{Id: id, Status: st, Detail: detail}}}))
+	r.toClient(client, &pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: &pb.Result{Id: id, Status: st, Detail: detail}}}, &r.stats.OversizeOther)
 }
 
 // Attached is called by the Admission when a client's session starts.
@@ -314,7 +332,10 @@ func (r *Router) dropRoutesVia(sn peer.ID) {
 func (r *Router) route(msg *pb.DirectMessage, to peer.ID, fresh bool) {
 	r.stats.Routed.Add(1)
 	from, _ := peer.IDFromBytes(msg.GetFrom())
-	if r.deliverLocal(to, msg) {
+	if attached, fits := r.deliverLocal(to, msg); !fits {
+		r.result(from, msg.GetId(), pb.Result_STATUS_INVALID, errTooLarge)
+		return
+	} else if attached {
 		return
 	}
 	loc, ok := r.locate(to, fresh)
@@ -338,15 +359,23 @@ func (r *Router) route(msg *pb.DirectMessage, to peer.ID, fresh bool) {
 	r.stats.Relayed.Add(1)
 }
 
-// deliverLocal hands msg to a client attached here.
-func (r *Router) deliverLocal(to peer.ID, msg *pb.DirectMessage) bool {
+// errTooLarge is the detail of an INVALID result for a message that
+// would not fit its recipient's session.
+const errTooLarge = "message too large for the recipient's session"
+
+// deliverLocal hands msg to a client attached here. attached reports
+// whether the client is attached here; fits is false when the message,
+// as a SessionFrame, is larger than the client accepts: it was dropped
+// (counted) and the sender must be told.
+func (r *Router) deliverLocal(to peer.ID, msg *pb.DirectMessage) (attached, fits bool) {
 	if !r.adm.Has(to) {
-		return false
+		return false, true
 	}
-	if r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Deliver{Deliver: msg}})) {
+	sent, fits := r.toClient(to, &pb.SessionFrame{Kind: &pb.SessionFrame_Deliver{Deliver: msg}}, &r.stats.OversizeDirect)
+	if sent {
 		r.stats.DeliveredLocal.Add(1)
 	}
-	return true
+	return true, fits
 }
 
 // onClientAck routes a recipient's ack back to the sender's supernode.
@@ -368,7 +397,7 @@ func (r *Router) ackLocal(a *pb.Ack) {
 	if err != nil {
 		return
 	}
-	r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Ack{Ack: a}}))
+	r.toClient(to, &pb.SessionFrame{Kind: &pb.SessionFrame_Ack{Ack: a}}, &r.stats.OversizeOther)
 }
 
 // handleRelay reads one inbound link from another supernode.
@@ -422,7 +451,16 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 		if err != nil {
 			return
 		}
-		if !r.deliverLocal(to, k.Deliver) {
+		switch attached, fits := r.deliverLocal(to, k.Deliver); {
+		case !fits:
+			// Tell the sender through its supernode (a PublishResult
+			// carries any Result to a client there), never with a nack:
+			// that would make the sender's supernode look again and
+			// send the same frame elsewhere.
+			r.links.send(from, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_PublishResult{PublishResult: &pb.PublishResult{
+				To: k.Deliver.GetFrom(), Result: &pb.Result{Id: k.Deliver.GetId(), Status: pb.Result_STATUS_INVALID, Detail: errTooLarge},
+			}}}))
+		case !attached:
 			r.links.send(from, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Nack{Nack: k.Deliver}}))
 		}
 	case *pb.RelayFrame_Nack:
@@ -458,7 +496,7 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 	case *pb.RelayFrame_PublishResult:
 		to, err := peer.IDFromBytes(k.PublishResult.GetTo())
 		if err == nil {
-			r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: k.PublishResult.GetResult()}}))
+			r.toClient(to, &pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: k.PublishResult.GetResult()}}, &r.stats.OversizeOther)
 		}
 	}
 }
