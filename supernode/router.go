@@ -149,7 +149,7 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 		inbound:  make(map[network.Stream]struct{}),
 		recent:   dedup.New(recentRoutes),
 	}
-	r.links = newLinks(h, r.log, cfg.Now)
+	r.links = newLinks(h, r.log, cfg.Now, &r.stats)
 	r.links.failed = r.dropRoutesVia
 	return r, nil
 }
@@ -189,6 +189,13 @@ func (r *Router) Close() {
 
 // Stats returns the router's counters.
 func (r *Router) Stats() *RouterStats { return &r.stats }
+
+// LinkQueuedBytes returns the bytes queued on all links to other
+// supernodes, at most linksTotalBytes.
+func (r *Router) LinkQueuedBytes() int {
+	_, _, total := r.links.queued("")
+	return total
+}
 
 // FramesSentForTest returns how many relay frames this router wrote to p.
 func (r *Router) FramesSentForTest(p peer.ID) uint64 { return r.links.framesSent(p) }
