@@ -27,6 +27,9 @@ type homeGroup struct {
 	seen    map[peer.ID]time.Time // member → when its record expires
 	bySN    map[peer.ID]int       // supernode → members there
 	lastUse time.Time
+	// counts is the router's count of memberships by supernode, kept up
+	// to date by join and leave; nil in tests of a lone homeGroup.
+	counts *originCounts
 }
 
 func newHomeGroup(epoch uint64) *homeGroup {
@@ -38,7 +41,9 @@ func newHomeGroup(epoch uint64) *homeGroup {
 // or one more than the last when the clock has not moved on).
 func (r *Router) newHomeGroupLocked() *homeGroup {
 	r.epoch = max(r.epoch+1, uint64(r.cfg.Now().UnixNano()))
-	return newHomeGroup(r.epoch)
+	hg := newHomeGroup(r.epoch)
+	hg.counts = r.membersBy
+	return hg
 }
 
 func (hg *homeGroup) join(m, sn peer.ID, expires time.Time) {
@@ -51,6 +56,7 @@ func (hg *homeGroup) join(m, sn peer.ID, expires time.Time) {
 	}
 	hg.at[m], hg.seen[m] = sn, expires
 	hg.bySN[sn]++
+	hg.counts.add(sn)
 }
 
 // refresh renews a standing membership. Where the member is recorded at
@@ -70,6 +76,7 @@ func (hg *homeGroup) leave(m, sn peer.ID) {
 	}
 	delete(hg.at, m)
 	delete(hg.seen, m)
+	hg.counts.remove(sn)
 	if hg.bySN[sn]--; hg.bySN[sn] <= 0 {
 		delete(hg.bySN, sn)
 	}
@@ -173,6 +180,7 @@ func (r *Router) sendMembership(ups []membershipUpdate) {
 func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
 	now := r.cfg.Now()
 	expires := now.Add(3 * r.cfg.Refresh)
+	self := r.self()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rec := range b.GetRecords() {
@@ -181,6 +189,22 @@ func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
 			continue
 		}
 		hg := r.homes[rec.GetGroup()]
+		if rec.GetJoin() && from != self && (hg == nil || hg.at[m] != from) {
+			// A new membership from another supernode, within the
+			// bounds (records.go); a refresh of a held one always passes.
+			full, originFull := r.membersBy.room(from, r.bounds.memberships, r.bounds.membershipsPerOrigin)
+			switch {
+			case full:
+				r.stats.MembershipsFull.Add(1)
+				continue
+			case originFull:
+				r.stats.MembershipsOriginFull.Add(1)
+				continue
+			case hg == nil && len(r.homes) >= r.bounds.homeGroups:
+				r.stats.HomeGroupsFull.Add(1)
+				continue
+			}
+		}
 		if hg == nil {
 			if !rec.GetJoin() {
 				continue
@@ -251,6 +275,12 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 	// into the local fanout (queueing never blocks).
 	r.mu.Lock()
 	hg := r.homes[p.GetGroup()]
+	if hg == nil && len(r.homes) >= r.bounds.homeGroups {
+		r.mu.Unlock()
+		r.stats.HomeGroupsFull.Add(1)
+		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home holds too many groups"})
+		return
+	}
 	if hg == nil {
 		hg = r.newHomeGroupLocked()
 		r.homes[p.GetGroup()] = hg

@@ -48,6 +48,10 @@ type RouterConfig struct {
 	CacheSize int
 	// LookupTimeout bounds one lookup round trip.
 	LookupTimeout time.Duration
+	// MaxPresence and MaxMemberships bound the presence records and the
+	// group memberships this supernode keeps for other supernodes' clients
+	// (records.go); 0 derives them from the attached-peers capacity.
+	MaxPresence, MaxMemberships int
 	// PerMemberFanoutForTest makes a group home send one frame per member
 	// instead of one per supernode: the naive design, kept only so that
 	// benchmarks can compare against it in the same run.
@@ -72,12 +76,17 @@ type Router struct {
 	mu       sync.Mutex
 	epoch    uint64 // the newest epoch given to a home group (groups.go)
 	presence map[peer.ID]presenceRecord
-	cache    map[peer.ID]cachedLocation
-	homes    map[string]*homeGroup
-	local    map[string]*fanout.Group
-	joined   map[peer.ID]map[string]bool // client → groups joined here
-	sessions map[peer.ID]uint64          // client → session seq
-	inbound  map[network.Stream]struct{} // relay streams being read
+	// presenceBy and membersBy count presence records and home-group
+	// memberships by the supernode that sent them, within bounds.
+	presenceBy *originCounts
+	membersBy  *originCounts
+	bounds     recordBounds
+	cache      map[peer.ID]cachedLocation
+	homes      map[string]*homeGroup
+	local      map[string]*fanout.Group
+	joined     map[peer.ID]map[string]bool // client → groups joined here
+	sessions   map[peer.ID]uint64          // client → session seq
+	inbound    map[network.Stream]struct{} // relay streams being read
 	// recent remembers message IDs routed lately: a sender's retry of
 	// the same ID is routed with a fresh lookup, not the cached route
 	// that may have lost the first copy.
@@ -139,15 +148,18 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 	}
 	r := &Router{
 		h: h, adm: adm, cfg: cfg,
-		log:      cfg.Log.With("component", "router"),
-		presence: make(map[peer.ID]presenceRecord),
-		cache:    make(map[peer.ID]cachedLocation),
-		homes:    make(map[string]*homeGroup),
-		local:    make(map[string]*fanout.Group),
-		joined:   make(map[peer.ID]map[string]bool),
-		sessions: make(map[peer.ID]uint64),
-		inbound:  make(map[network.Stream]struct{}),
-		recent:   dedup.New(recentRoutes),
+		log:        cfg.Log.With("component", "router"),
+		presence:   make(map[peer.ID]presenceRecord),
+		presenceBy: newOriginCounts(),
+		membersBy:  newOriginCounts(),
+		bounds:     newRecordBounds(cfg.Sems.Attached.Max(), cfg.MaxPresence, cfg.MaxMemberships),
+		cache:      make(map[peer.ID]cachedLocation),
+		homes:      make(map[string]*homeGroup),
+		local:      make(map[string]*fanout.Group),
+		joined:     make(map[peer.ID]map[string]bool),
+		sessions:   make(map[peer.ID]uint64),
+		inbound:    make(map[network.Stream]struct{}),
+		recent:     dedup.New(recentRoutes),
 	}
 	r.links = newLinks(h, r.log, cfg.Now, &r.stats)
 	r.links.failed = r.dropRoutesVia
