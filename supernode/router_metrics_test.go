@@ -47,7 +47,9 @@ overlayd_supernode_group_frames_sent_total 7
 # TYPE overlayd_supernode_group_publishes_numbered_total counter
 overlayd_supernode_group_publishes_numbered_total 6
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "overlayd_supernode_direct_messages_total",
+		"overlayd_supernode_group_fanout_refused_total", "overlayd_supernode_group_fanouts_total",
+		"overlayd_supernode_group_frames_sent_total", "overlayd_supernode_group_publishes_numbered_total"); err != nil {
 		t.Fatal(err)
 	}
 	// Scrapes read the live counts.
