@@ -59,6 +59,9 @@ func (n *Node) startSupernode() error {
 	if err := n.reg.Register(n.router.Collector()); err != nil {
 		return err
 	}
+	if err := n.reg.Register(n.admission.Collector()); err != nil {
+		return err
+	}
 	n.router.Start()
 	n.admission.Start()
 	if n.cfg.Role == RoleAuto {

@@ -240,34 +240,45 @@
 //
 //	client                                        supernode
 //	AttachRequest{protocol_version, reason,  ->
-//	              session_seq}
+//	              session_seq, presence}
 //	                                         <-   AttachResponse{ACCEPT, keepalive_ms}
 //	SessionFrame ...                         <->  SessionFrame ...
 //
-//	AttachRequest                            ->   (may be left unread)
+//	AttachRequest                            ->
 //	                                         <-   AttachResponse{BUSY, retry_after_ms, alternatives, reason}
 //	                                              or AttachResponse{REDIRECT, alternatives, reason}
 //	                                              close
 //
-// The supernode, in this order: sets service overlayd.attach; reserves
-// 2 × [MaxSessionFrame] (reset if refused); sets a read and write deadline
-// of 5 s (supernode.DefaultHandshake) from the stream's arrival; then
+// The supernode, in this order: sets service overlayd.attach; counts the
+// stream among the handshakes in progress — at most 64 in all and 2 per peer
+// (supernode.DefaultMaxHandshakes, DefaultMaxHandshakesPerPeer), past either
+// it answers BUSY at once, unread; reserves 2 × [MaxSessionFrame] (reset if
+// refused); then
 //
-//  1. if it is not admitting (an auto node that does not serve, a supernode
+//  1. reads the AttachRequest within 2 s of the stream's arrival
+//     (supernode.DefaultRequestTimeout; a timeout or a frame it cannot read
+//     resets the stream) — before it takes a slot or any state for the
+//     peer, so stalled streams hold no slot;
+//  2. checks presence, the client's signed PresenceClaim (see Client
+//     claims) for itself and session_seq, and resets the stream if it does
+//     not verify;
+//  3. if it is not admitting (an auto node that does not serve, a supernode
 //     that is draining or stopping), answers REDIRECT with reason
 //     "not admitting" and closes;
-//  2. if the peer has no session here and the attached-peers semaphore has
+//  4. if the peer has no session here and the attached-peers semaphore has
 //     no free slot, answers BUSY with retry_after_ms (default 2000) and
 //     reason "at capacity", and closes. A peer that already has a session
-//     here takes that session's slot over instead: the old session's stream
-//     is reset at once, before the new request is read;
-//  3. only now allocates the session and reads the AttachRequest; a read
-//     error or refused frame resets the stream and frees the slot;
-//  4. answers ACCEPT with keepalive_ms (default 5000).
+//     here takes that session's slot over instead (claimed under the
+//     admission's lock; if the old session ended meanwhile, the new one
+//     asks the semaphore like anyone else), and the old session's stream is
+//     reset at once;
+//  5. allocates the session and answers ACCEPT with keepalive_ms (default
+//     5000), within 5 s of the arrival (supernode.DefaultHandshake).
 //
-// Refusals are answered before the request is read. BUSY and REDIRECT carry
+// Every refusal is counted by reason
+// (overlayd_supernode_attach_refused_total). BUSY and REDIRECT carry
 // up to [MaxAlternatives] other supernodes of the supernode's directory with
-// spare capacity, drawn at random weighted by spare capacity without
+// spare capacity, drawn at random weighted by clamped spare capacity without
 // replacement (cluster.Sample), so refused clients spread in proportion to
 // room. protocol_version and reason are not checked; reason (INITIAL,
 // FAILOVER, RETURN) is informational.

@@ -35,6 +35,30 @@ const (
 	DefaultDetachSpread = 5 * time.Second
 )
 
+// Handshake bounds: what a peer can hold on a supernode before it has sent
+// its AttachRequest. A slot of the attached-peers semaphore and every
+// per-peer session structure are taken only after the request has been read
+// (STYLE rule 18), so a stream that sends nothing or one byte costs a
+// goroutine, a deadline and its memory reservation until the request
+// timeout, and no more than these many of them exist at once.
+const (
+	// DefaultRequestTimeout bounds the wait for the AttachRequest from the
+	// stream's arrival. A client writes its request as soon as the stream
+	// opens (with lazy protocol negotiation, in the same packet), so one
+	// round trip is enough; 2 s leaves room for a lossy mobile link.
+	DefaultRequestTimeout = 2 * time.Second
+	// DefaultMaxHandshakes bounds the attach streams whose request has not
+	// been read yet, over all peers. Each holds 2 × MaxSessionFrame
+	// (130 KiB) of reserved memory, so 64 cost at most ~8.3 MiB; an honest
+	// client's handshake takes one round trip, so 64 in flight is far above
+	// the rate of any reconnect wave a supernode can absorb anyway.
+	DefaultMaxHandshakes = 64
+	// DefaultMaxHandshakesPerPeer bounds the handshakes of one peer: an
+	// honest client has one in flight (two while a reattach overlaps a
+	// timed-out attempt), so a third is refused.
+	DefaultMaxHandshakesPerPeer = 2
+)
+
 // Candidate is a supernode that may take a refused client, as the directory
 // last saw it.
 type Candidate struct {
@@ -56,6 +80,13 @@ type AdmissionConfig struct {
 	RetryAfter time.Duration
 	// Handshake bounds the time from stream open to the answer.
 	Handshake time.Duration
+	// RequestTimeout bounds the time from stream open to the end of the
+	// AttachRequest (capped at Handshake).
+	RequestTimeout time.Duration
+	// MaxHandshakes and MaxHandshakesPerPeer bound the attach streams
+	// whose request has not been read yet; past them a stream is answered
+	// BUSY at once (DefaultMaxHandshakes, DefaultMaxHandshakesPerPeer).
+	MaxHandshakes, MaxHandshakesPerPeer int
 	// DetachSpread is the window over which clients of a stopping or
 	// draining supernode are told to spread their reattachment.
 	DetachSpread time.Duration
@@ -87,18 +118,43 @@ type Admission struct {
 	sessions map[peer.ID]*session
 	handler  SessionHandler
 	closed   bool
-	wg       sync.WaitGroup
+	// wg counts every attach handler between its handshake's admission
+	// and its return, sessions included.
+	wg sync.WaitGroup
+	// Handshakes in progress (request not read yet): the streams, reset
+	// by Close, and how many each peer has. Bounded by MaxHandshakes.
+	handshakes     map[network.Stream]struct{}
+	handshakesPeer map[peer.ID]int
 
 	stats admissionStats
 }
 
 type admissionStats struct {
 	accepted, busy, redirected, badRequests, expired atomic.Uint64
+	handshakesFull, peerHandshakes, requestTimeouts  atomic.Uint64
+	// outboxFrames and outboxBytes count frames the clients' outboxes
+	// dropped, past their frame or byte bound (shared by every outbox).
+	outboxFrames, outboxBytes atomic.Uint64
 }
 
-// AdmissionStats are cumulative counts.
+// AdmissionStats are cumulative counts, and the handshakes in progress.
 type AdmissionStats struct {
+	// Accepted sessions; Busy, Redirected: refusals for lack of a slot or
+	// while not admitting; BadRequests: an AttachRequest that did not
+	// arrive whole or did not decode; Expired: sessions silent too long.
 	Accepted, Busy, Redirected, BadRequests, Expired uint64
+	// HandshakesFull and PeerHandshakes are streams answered BUSY before
+	// their request was read, because MaxHandshakes (all peers) or
+	// MaxHandshakesPerPeer were in progress; RequestTimeouts are streams
+	// reset because their request had not arrived within RequestTimeout.
+	HandshakesFull, PeerHandshakes, RequestTimeouts uint64
+	// Handshaking is the number of attach streams whose request has not
+	// been read yet (a gauge, at most MaxHandshakes).
+	Handshaking int
+	// OutboxDroppedFrames and OutboxDroppedBytes count frames dropped for
+	// slow clients because their outbox held OutboxLimit frames or
+	// OutboxBytes bytes.
+	OutboxDroppedFrames, OutboxDroppedBytes uint64
 }
 
 type session struct {
@@ -124,9 +180,17 @@ type SessionHandler interface {
 	Frame(client peer.ID, f *pb.SessionFrame)
 }
 
-// OutboxLimit is how many frames may wait for one slow client; past it
-// newer frames are dropped and the client gets a Gap notice.
-const OutboxLimit = 1024
+// A slow client's outbox bounds: past either, newer frames are dropped and
+// the client gets a Gap notice.
+const (
+	// OutboxLimit is how many frames may wait for one client.
+	OutboxLimit = 1024
+	// OutboxBytes is how many bytes of frames may wait for one client:
+	// 2 MiB holds the whole OutboxLimit of typical small messages
+	// (≤ 2 KiB) but only ~31 frames of the largest size, where the frame
+	// bound alone let one stalled client hold 1,024 × 65 KiB = 65 MiB.
+	OutboxBytes = 2 << 20
+)
 
 // SessionInfo describes one attached client.
 type SessionInfo struct {
@@ -152,8 +216,21 @@ func NewAdmission(h host.Host, sem *capacity.Semaphore, cfg AdmissionConfig) (*A
 	if cfg.DetachSpread == 0 {
 		cfg.DetachSpread = DefaultDetachSpread
 	}
-	if cfg.Keepalive < time.Millisecond || cfg.RetryAfter < 0 || cfg.Handshake < time.Millisecond || cfg.DetachSpread < 0 {
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	cfg.RequestTimeout = min(cfg.RequestTimeout, cfg.Handshake)
+	if cfg.MaxHandshakes == 0 {
+		cfg.MaxHandshakes = DefaultMaxHandshakes
+	}
+	if cfg.MaxHandshakesPerPeer == 0 {
+		cfg.MaxHandshakesPerPeer = DefaultMaxHandshakesPerPeer
+	}
+	if cfg.Keepalive < time.Millisecond || cfg.RetryAfter < 0 || cfg.Handshake < time.Millisecond || cfg.DetachSpread < 0 || cfg.RequestTimeout < time.Millisecond {
 		return nil, fmt.Errorf("admission: bad timing %+v", cfg)
+	}
+	if cfg.MaxHandshakes < 1 || cfg.MaxHandshakesPerPeer < 1 {
+		return nil, fmt.Errorf("admission: handshake bounds %d, %d per peer; want ≥ 1", cfg.MaxHandshakes, cfg.MaxHandshakesPerPeer)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -166,8 +243,10 @@ func NewAdmission(h host.Host, sem *capacity.Semaphore, cfg AdmissionConfig) (*A
 	}
 	return &Admission{
 		h: h, sem: sem, cfg: cfg, rng: cfg.Rand,
-		log:      cfg.Log.With("component", "admission"),
-		sessions: make(map[peer.ID]*session),
+		log:            cfg.Log.With("component", "admission"),
+		sessions:       make(map[peer.ID]*session),
+		handshakes:     make(map[network.Stream]struct{}),
+		handshakesPeer: make(map[peer.ID]int),
 	}, nil
 }
 
@@ -266,9 +345,15 @@ func (a *Admission) Sessions() []SessionInfo {
 
 // Stats returns cumulative counts.
 func (a *Admission) Stats() AdmissionStats {
+	a.mu.Lock()
+	handshaking := len(a.handshakes)
+	a.mu.Unlock()
 	return AdmissionStats{
 		Accepted: a.stats.accepted.Load(), Busy: a.stats.busy.Load(), Redirected: a.stats.redirected.Load(),
 		BadRequests: a.stats.badRequests.Load(), Expired: a.stats.expired.Load(),
+		HandshakesFull: a.stats.handshakesFull.Load(), PeerHandshakes: a.stats.peerHandshakes.Load(),
+		RequestTimeouts: a.stats.requestTimeouts.Load(), Handshaking: handshaking,
+		OutboxDroppedFrames: a.stats.outboxFrames.Load(), OutboxDroppedBytes: a.stats.outboxBytes.Load(),
 	}
 }
 
@@ -303,6 +388,11 @@ func (a *Admission) Close() {
 		return
 	}
 	a.closed = true
+	// Handshakes in progress end now rather than at their request
+	// timeout; their handlers see closed and free what they hold.
+	for s := range a.handshakes {
+		_ = s.Reset()
+	}
 	a.mu.Unlock()
 	a.open.Store(false)
 	a.h.RemoveStreamHandler(protocol.AttachID)
@@ -346,21 +436,71 @@ func (a *Admission) alternatives() []*pb.PeerAddrs {
 	return out
 }
 
-// handle serves one attach stream. Order matters: service scope and memory
-// first, then the semaphore, and only after a slot is held any per-peer
-// state; a refusal writes one frame and returns.
+// handle serves one attach stream. Order matters (STYLE rule 18): service
+// scope, the handshake bounds (cheap, before anything is reserved), memory,
+// deadlines, then the AttachRequest under the short request timeout; only
+// once the request is in does the stream ask for an attached-peers slot, and
+// only with a slot held is any per-peer session state allocated. A refusal
+// writes one frame and returns.
 func (a *Admission) handle(s network.Stream) {
 	if err := s.Scope().SetService(AttachService); err != nil {
 		s.Reset()
 		return
 	}
+	remote := s.Conn().RemotePeer()
+	now := a.cfg.Now()
+	switch a.beginHandshake(s, remote) {
+	case handshakeClosed:
+		s.Reset()
+		return
+	case handshakesFull:
+		a.stats.handshakesFull.Add(1)
+		a.refuseBusy(s, now, "too many attach handshakes")
+		return
+	case peerHandshakesFull:
+		a.stats.peerHandshakes.Add(1)
+		a.refuseBusy(s, now, "too many attach handshakes from this peer")
+		return
+	}
+	defer a.wg.Done()
+	inHandshake := true
+	endHandshake := func() {
+		if inHandshake {
+			inHandshake = false
+			a.endHandshake(s, remote)
+		}
+	}
+	defer endHandshake()
 	if err := s.Scope().ReserveMemory(2*protocol.MaxSessionFrame, network.ReservationPriorityAlways); err != nil {
 		s.Reset()
 		return
 	}
 	defer s.Scope().ReleaseMemory(2 * protocol.MaxSessionFrame)
-	_ = s.SetDeadline(a.cfg.Now().Add(a.cfg.Handshake))
-	remote := s.Conn().RemotePeer()
+	_ = s.SetWriteDeadline(now.Add(a.cfg.Handshake))
+	_ = s.SetReadDeadline(now.Add(a.cfg.RequestTimeout))
+
+	fr := protocol.NewFrameReader(s, protocol.MaxSessionFrame)
+	var req pb.AttachRequest
+	if err := fr.Read(&req); err != nil {
+		var te interface{ Timeout() bool }
+		if errors.As(err, &te) && te.Timeout() {
+			a.stats.requestTimeouts.Add(1)
+		} else {
+			a.stats.badRequests.Add(1)
+		}
+		s.Reset()
+		return
+	}
+	// The presence claim is what this supernode will show the client's
+	// home cluster: refuse a session without a valid one (before any slot
+	// or state), so it never forwards what the homes would refuse.
+	if err := protocol.VerifyPresence(req.GetPresence(), remote, a.h.ID(), req.GetSessionSeq()); err != nil {
+		a.stats.badRequests.Add(1)
+		a.log.Debug("attach refused: presence claim", "peer", remote.ShortString(), "err", err)
+		s.Reset()
+		return
+	}
+	endHandshake()
 
 	if !a.open.Load() {
 		a.stats.redirected.Add(1)
@@ -391,7 +531,8 @@ func (a *Admission) handle(s network.Stream) {
 	}
 	sess := &session{peer: remote, since: a.cfg.Now(), s: s, ended: make(chan struct{})}
 	var err error
-	sess.out, err = fanout.NewOutbox(OutboxLimit, s, fanout.WithGapFrame(gapFrame), fanout.WithAbort(func() { s.Reset() }))
+	sess.out, err = fanout.NewOutbox(OutboxLimit, s, fanout.WithGapFrame(gapFrame), fanout.WithAbort(func() { s.Reset() }),
+		fanout.WithByteLimit(OutboxBytes), fanout.WithDropCounters(&a.stats.outboxFrames, &a.stats.outboxBytes))
 	if err != nil {
 		_ = a.sem.Release() // the slot held, taken over or acquired
 		if old != nil {
@@ -404,24 +545,6 @@ func (a *Admission) handle(s network.Stream) {
 	if old != nil {
 		old.s.Reset()
 	}
-	fr := protocol.NewFrameReader(s, protocol.MaxSessionFrame)
-	var req pb.AttachRequest
-	if err := fr.Read(&req); err != nil {
-		a.stats.badRequests.Add(1)
-		release()
-		s.Reset()
-		return
-	}
-	// The presence claim is what this supernode will show the client's
-	// home cluster: refuse a session without a valid one, so it never
-	// forwards what the homes would refuse.
-	if err := protocol.VerifyPresence(req.GetPresence(), remote, a.h.ID(), req.GetSessionSeq()); err != nil {
-		a.stats.badRequests.Add(1)
-		a.log.Debug("attach refused: presence claim", "peer", remote.ShortString(), "err", err)
-		release()
-		s.Reset()
-		return
-	}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
@@ -431,12 +554,10 @@ func (a *Admission) handle(s network.Stream) {
 	}
 	sess.seq, sess.claim = req.GetSessionSeq(), req.GetPresence()
 	a.sessions[remote] = sess
-	a.wg.Add(1)
 	handler := a.handler
 	a.mu.Unlock()
 	// The connection manager must never trim an attached client.
 	a.h.ConnManager().Protect(remote, protectTag)
-	defer a.wg.Done()
 	defer func() {
 		a.mu.Lock()
 		current := a.sessions[remote] == sess
@@ -467,6 +588,57 @@ func (a *Admission) handle(s network.Stream) {
 		handler.Attached(remote, sess.seq, sess.claim)
 	}
 	a.serve(sess, fr, handler)
+}
+
+// handshakeVerdict is beginHandshake's answer.
+type handshakeVerdict int
+
+const (
+	handshakeAdmitted handshakeVerdict = iota
+	handshakeClosed
+	handshakesFull
+	peerHandshakesFull
+)
+
+// beginHandshake admits s as a handshake in progress, within MaxHandshakes
+// and MaxHandshakesPerPeer, and adds it to a.wg; endHandshake undoes the
+// first part. The per-peer counts are the only state kept before the
+// request is read, and they are bounded by MaxHandshakes.
+func (a *Admission) beginHandshake(s network.Stream, remote peer.ID) handshakeVerdict {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.closed:
+		return handshakeClosed
+	case len(a.handshakes) >= a.cfg.MaxHandshakes:
+		return handshakesFull
+	case a.handshakesPeer[remote] >= a.cfg.MaxHandshakesPerPeer:
+		return peerHandshakesFull
+	}
+	a.handshakes[s] = struct{}{}
+	a.handshakesPeer[remote]++
+	a.wg.Add(1)
+	return handshakeAdmitted
+}
+
+func (a *Admission) endHandshake(s network.Stream, remote peer.ID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.handshakes, s)
+	if a.handshakesPeer[remote]--; a.handshakesPeer[remote] <= 0 {
+		delete(a.handshakesPeer, remote)
+	}
+}
+
+// refuseBusy answers BUSY to a stream refused before its request was read.
+func (a *Admission) refuseBusy(s network.Stream, now time.Time, reason string) {
+	_ = s.SetDeadline(now.Add(a.cfg.Handshake))
+	a.refuse(s, &pb.AttachResponse{
+		Status:       pb.AttachResponse_STATUS_BUSY,
+		RetryAfterMs: uint32(a.cfg.RetryAfter / time.Millisecond),
+		Alternatives: a.alternatives(),
+		Reason:       reason,
+	})
 }
 
 // serve answers the client's pings until the session ends: the client

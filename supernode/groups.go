@@ -23,16 +23,19 @@ type homeGroup struct {
 	// epoch and seq number the group's messages at this home. A group
 	// the home forgot (idle, no members) and recreates gets a newer
 	// epoch, so its (epoch, seq) never repeat: members drop repeats.
-	epoch uint64
-	seq   uint64
-	at    map[peer.ID]peer.ID   // member → its supernode
-	seen  map[peer.ID]time.Time // member → when its record expires
+	epoch   uint64
+	seq     uint64
+	at      map[peer.ID]peer.ID   // member → its supernode
+	seen    map[peer.ID]time.Time // member → when its record expires
+	bySN    map[peer.ID]int       // supernode → members there
+	lastUse time.Time
+	// counts is the router's count of memberships by supernode, kept up
+	// to date by join and leave; nil in tests of a lone homeGroup.
+	counts *originCounts
 	// claims and claimSeq are each member's newest verified claim and
 	// its seq: a refresh carrying the same claim is not verified again.
 	claims   map[peer.ID][]byte
 	claimSeq map[peer.ID]uint64
-	bySN     map[peer.ID]int // supernode → members there
-	lastUse  time.Time
 }
 
 func newHomeGroup(epoch uint64) *homeGroup {
@@ -51,7 +54,9 @@ func (hg *homeGroup) verified(m, sn peer.ID, claim []byte) bool {
 // or one more than the last when the clock has not moved on).
 func (r *Router) newHomeGroupLocked() *homeGroup {
 	r.epoch = max(r.epoch+1, uint64(r.cfg.Now().UnixNano()))
-	return newHomeGroup(r.epoch)
+	hg := newHomeGroup(r.epoch)
+	hg.counts = r.membersBy
+	return hg
 }
 
 func (hg *homeGroup) join(m, sn peer.ID, expires time.Time) {
@@ -64,6 +69,7 @@ func (hg *homeGroup) join(m, sn peer.ID, expires time.Time) {
 	}
 	hg.at[m], hg.seen[m] = sn, expires
 	hg.bySN[sn]++
+	hg.counts.add(sn)
 }
 
 // refresh renews a standing membership. Where the member is recorded at
@@ -85,6 +91,7 @@ func (hg *homeGroup) leave(m, sn peer.ID) {
 	delete(hg.seen, m)
 	delete(hg.claims, m)
 	delete(hg.claimSeq, m)
+	hg.counts.remove(sn)
 	if hg.bySN[sn]--; hg.bySN[sn] <= 0 {
 		delete(hg.bySN, sn)
 	}
@@ -185,6 +192,7 @@ func (r *Router) sendMembership(ups []membershipUpdate) {
 func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
 	now := r.cfg.Now()
 	expires := now.Add(3 * r.cfg.Refresh)
+	self := r.self()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rec := range b.GetRecords() {
@@ -193,32 +201,53 @@ func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
 			continue
 		}
 		hg := r.homes[rec.GetGroup()]
-		if hg == nil {
-			if !rec.GetJoin() {
+		if rec.GetJoin() && from != self && (hg == nil || hg.at[m] != from) {
+			// A new membership from another supernode, within the
+			// bounds (records.go); a refresh of a held one always passes.
+			full, originFull := r.membersBy.room(from, r.bounds.memberships, r.bounds.membershipsPerOrigin)
+			switch {
+			case full:
+				r.stats.MembershipsFull.Add(1)
+				continue
+			case originFull:
+				r.stats.MembershipsOriginFull.Add(1)
+				continue
+			case hg == nil && len(r.homes) >= r.bounds.homeGroups:
+				r.stats.HomeGroupsFull.Add(1)
 				continue
 			}
-			hg = r.newHomeGroupLocked()
-			r.homes[rec.GetGroup()] = hg
 		}
-		hg.lastUse = now
 		if !rec.GetJoin() {
 			// Unsigned leaves are fine: a supernode can only remove a
 			// member recorded at itself, which dropping its frames
 			// would do as well.
-			hg.leave(m, from)
+			if hg != nil {
+				hg.lastUse = now
+				hg.leave(m, from)
+			}
 			continue
 		}
 		// A join moves a member only on the member's word: its claim,
-		// for this group, at the sending supernode. A refresh of the
-		// claim already verified is let through.
+		// for this group, at the sending supernode, checked before any
+		// state is made for it. A refresh of the claim already verified
+		// is let through.
 		claim := rec.GetClaim()
-		if !hg.verified(m, from, claim) {
-			mc, err := protocol.VerifyMembership(claim, m, rec.GetGroup())
+		var mc protocol.Membership
+		verified := hg != nil && hg.verified(m, from, claim)
+		if !verified {
+			mc, err = protocol.VerifyMembership(claim, m, rec.GetGroup())
 			if err != nil || mc.Supernode != from || !mc.Join {
 				r.stats.MembershipRefused.Add(1)
 				r.log.Debug("membership refused", "member", m.ShortString(), "group", rec.GetGroup(), "from", from.ShortString(), "err", err)
 				continue
 			}
+		}
+		if hg == nil {
+			hg = r.newHomeGroupLocked()
+			r.homes[rec.GetGroup()] = hg
+		}
+		hg.lastUse = now
+		if !verified {
 			if mc.Seq < hg.claimSeq[m] {
 				// An older claim (replayed by a supernode the member
 				// left) renews at most; it never moves the member.
@@ -277,6 +306,16 @@ func (r *Router) onPublish(client peer.ID, p *pb.GroupPublish) {
 // holding members: the frame is encoded once and the same bytes go to
 // every link.
 func (r *Router) homePublish(p *pb.GroupPublish) {
+	// A publish relayed by another supernode was not checked by us: one
+	// whose message no member could read is refused before it is
+	// numbered (its sender's supernode is told INVALID).
+	if len(p.GetId()) != protocol.MessageIDLen || protocol.CheckGroupName(p.GetGroup()) != nil || len(p.GetSigned()) > protocol.MaxSignedPublish ||
+		!fitsSession(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: &pb.GroupMessage{
+			Group: p.GetGroup(), Epoch: ^uint64(0), Seq: ^uint64(0), From: p.GetFrom(), Id: p.GetId(), Publish: p.GetSigned(), Stamp: make([]byte, protocol.MaxStamp)}}}) {
+		r.stats.OversizeGroup.Add(1)
+		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_INVALID, Detail: "invalid or too large group message"})
+		return
+	}
 	// Number only what the publisher signed: a supernode relaying a
 	// publish cannot publish in a client's name.
 	from, err := peer.IDFromBytes(p.GetFrom())
@@ -301,6 +340,12 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 	// into the local fanout (queueing never blocks).
 	r.mu.Lock()
 	hg := r.homes[p.GetGroup()]
+	if hg == nil && len(r.homes) >= r.bounds.homeGroups {
+		r.mu.Unlock()
+		r.stats.HomeGroupsFull.Add(1)
+		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home holds too many groups"})
+		return
+	}
 	if hg == nil {
 		hg = r.newHomeGroupLocked()
 		r.homes[p.GetGroup()] = hg
@@ -351,7 +396,7 @@ func (r *Router) publishResult(p *pb.GroupPublish, res *pb.Result) {
 	origin := peer.ID(p.GetOrigin())
 	if origin == self {
 		if to, err := peer.IDFromBytes(p.GetFrom()); err == nil {
-			r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: res}}))
+			r.toClient(to, &pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: res}}, &r.stats.OversizeOther)
 		}
 		return
 	}
@@ -380,7 +425,14 @@ func (r *Router) fanoutLocalLocked(gm *pb.GroupMessage) {
 	}
 	// The engine's job queue is bounded; a full queue drops the message
 	// here (counted) and the members' sequence numbers show the gap.
-	frame := encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}})
+	sf := &pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}}
+	if !fitsSession(sf) {
+		// A group home (another supernode) sent a message no member
+		// could read: dropped for all of them, not forwarded.
+		r.stats.OversizeGroup.Add(1)
+		return
+	}
+	frame := encodeSession(sf)
 	if err := r.cfg.Fanout.Fanout(lg, frame, nil); err != nil {
 		r.stats.FanoutRefused.Add(1)
 		return
@@ -395,15 +447,22 @@ func (r *Router) deliverOnly(gm *pb.GroupMessage) {
 		return
 	}
 	gm = &pb.GroupMessage{Group: gm.Group, Epoch: gm.Epoch, Seq: gm.Seq, From: gm.From, Id: gm.Id, Publish: gm.Publish, Stamp: gm.Stamp}
-	r.adm.Send(m, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}}))
+	r.toClient(m, &pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}}, &r.stats.OversizeGroup)
 }
 
 // onMembersRequest answers a client's "members of group" from the home.
 func (r *Router) onMembersRequest(client peer.ID, req *pb.MembersRequest) {
 	reply := func(ms [][]byte, errText string) {
-		r.adm.Send(client, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Members{Members: &pb.Members{
-			Id: req.GetId(), Group: req.GetGroup(), Members: ms, Error: errText,
-		}}}))
+		f := &pb.SessionFrame{Kind: &pb.SessionFrame_Members{Members: &pb.Members{Id: req.GetId(), Group: req.GetGroup(), Members: ms, Error: errText}}}
+		if !fitsSession(f) {
+			// A list longer than a session frame holds (about 1,600
+			// members) is refused rather than sent whole: sent, it
+			// would reset the asking client's session.
+			r.stats.OversizeOther.Add(1)
+			f.GetMembers().Members = nil
+			f.GetMembers().Error = "members list too large for a session frame"
+		}
+		r.adm.Send(client, encodeSession(f))
 	}
 	if err := protocol.CheckGroupName(req.GetGroup()); err != nil {
 		reply(nil, err.Error())

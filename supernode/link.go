@@ -14,21 +14,47 @@ import (
 	"github.com/overlayd/overlayd/protocol"
 )
 
-// linkQueue bounds the frames waiting on one supernode-to-supernode link;
-// past it frames are dropped and counted (the sender's retries and acks
-// recover direct messages; group messages report a gap).
-const linkQueue = 4096
+// Link queue bounds. Frames past them are dropped and counted by reason
+// (RouterStats.Link*); the sender's retries and acks recover direct
+// messages, group members see a gap in the sequence numbers, presence and
+// membership are re-sent every refresh.
+const (
+	// linkQueueFrames bounds the frames waiting on one link: enough for a
+	// refresh of 4,096 presence or membership batches or a burst of small
+	// messages.
+	linkQueueFrames = 4096
+	// linkQueueBytes bounds the bytes waiting on one link: 8 MiB is 32
+	// relay frames of the largest size (MaxRelayFrame) or ~125 full
+	// messages, more than a healthy link holds at any time (a 10 s write
+	// deadline at even 1 MiB/s drains it), and it caps what one slow or
+	// hostile peer that stops reading can make us hold. With only the
+	// frame bound, 4,096 frames of 200 KiB let one peer hold 800 MiB.
+	linkQueueBytes = 8 << 20
+	// linksTotalBytes bounds the bytes waiting on all links together:
+	// 8 stalled peers' worth. Past it every link drops, so a supernode
+	// under attack from many identities keeps a fixed ceiling.
+	linksTotalBytes = 64 << 20
+	// linkReserveChunk is the step in which a link reserves its queued
+	// bytes from the resource manager's scope of its peer (and so from
+	// the system scope): reserving per frame would take the resource
+	// manager's locks on every send.
+	linkReserveChunk = 1 << 20
+)
 
 // link is the outbound half of a supernode-to-supernode connection: one
 // long-lived RelayID stream written by one goroutine from a bounded queue,
 // so a slow peer never blocks the caller.
 type link struct {
-	peer  peer.ID
-	q     chan outFrame
-	done  chan struct{}
-	once  sync.Once
-	sent  atomic.Uint64
-	drops atomic.Uint64
+	peer peer.ID
+	q    chan outFrame
+	done chan struct{}
+	once sync.Once
+	sent atomic.Uint64
+
+	// Guarded by links.mu: frames and bytes queued or being written,
+	// memory reserved for them, the stream being written (reset by close).
+	frames, bytes, reserved int
+	s                       network.Stream
 }
 
 // outFrame is a queued frame; group marks a GroupMessage, whose writes
@@ -38,19 +64,45 @@ type outFrame struct {
 	group bool
 }
 
+// memoryScope reserves and releases memory charged to a peer: the
+// resource manager's peer scope in production.
+type memoryScope interface {
+	reserve(p peer.ID, n int) error
+	release(p peer.ID, n int)
+}
+
+// rcmgrScope charges link queues to the host's resource manager.
+type rcmgrScope struct{ rm network.ResourceManager }
+
+func (r rcmgrScope) reserve(p peer.ID, n int) error {
+	return r.rm.ViewPeer(p, func(s network.PeerScope) error { return s.ReserveMemory(n, network.ReservationPriorityMedium) })
+}
+
+func (r rcmgrScope) release(p peer.ID, n int) {
+	_ = r.rm.ViewPeer(p, func(s network.PeerScope) error { s.ReleaseMemory(n); return nil })
+}
+
 // links owns the outbound links of a supernode.
 type links struct {
-	h   host.Host
-	log *slog.Logger
-	now func() time.Time
+	h     host.Host
+	log   *slog.Logger
+	now   func() time.Time
+	stats *RouterStats
+	mem   memoryScope
 	// failed is told when frames to a peer are lost (dial or write
 	// failure), so cached routes through it are dropped.
 	failed func(peer.ID)
+	// ctx ends pending dials at close.
+	ctx    context.Context
+	cancel context.CancelFunc
 
-	mu     sync.Mutex
-	m      map[peer.ID]*link
-	closed bool
-	wg     sync.WaitGroup
+	mu       sync.Mutex
+	m        map[peer.ID]*link
+	total    int // bytes queued on all links
+	perLink  int // linkQueueBytes; lowered by tests
+	allLinks int // linksTotalBytes; lowered by tests
+	closed   bool
+	wg       sync.WaitGroup
 
 	// framesTo counts frames written per destination, for tests and
 	// metrics (labels are never peer IDs; tests read it directly).
@@ -59,13 +111,24 @@ type links struct {
 	groupTo  map[peer.ID]uint64
 }
 
-func newLinks(h host.Host, log *slog.Logger, now func() time.Time) *links {
-	return &links{h: h, log: log, now: now, m: make(map[peer.ID]*link), framesTo: make(map[peer.ID]uint64), groupTo: make(map[peer.ID]uint64)}
+func newLinks(h host.Host, log *slog.Logger, now func() time.Time, stats *RouterStats) *links {
+	ctx, cancel := context.WithCancel(context.Background())
+	var mem memoryScope = rcmgrScope{&network.NullResourceManager{}}
+	if rm := h.Network().ResourceManager(); rm != nil {
+		mem = rcmgrScope{rm}
+	}
+	return &links{
+		h: h, log: log, now: now, stats: stats, mem: mem, ctx: ctx, cancel: cancel,
+		m: make(map[peer.ID]*link), perLink: linkQueueBytes, allLinks: linksTotalBytes,
+		framesTo: make(map[peer.ID]uint64), groupTo: make(map[peer.ID]uint64),
+	}
 }
 
 // send queues an encoded RelayFrame (length-prefixed) for p. It never
-// blocks; it returns false when the link's queue is full or links are
-// closed. frame is shared: it must not be modified afterwards.
+// blocks; it returns false when the frame was dropped (counted by reason):
+// the link's queue is full in frames or bytes, all links are full, the
+// resource manager refused the memory, or links are closed. frame is
+// shared: it must not be modified afterwards.
 func (ls *links) send(p peer.ID, frame []byte) bool { return ls.enqueue(p, outFrame{b: frame}) }
 
 // sendGroup is send for a GroupMessage frame.
@@ -74,35 +137,92 @@ func (ls *links) sendGroup(p peer.ID, frame []byte) bool {
 }
 
 func (ls *links) enqueue(p peer.ID, frame outFrame) bool {
+	n := len(frame.b)
 	ls.mu.Lock()
+	defer ls.mu.Unlock()
 	if ls.closed {
-		ls.mu.Unlock()
+		ls.stats.LinkClosed.Add(1)
 		return false
 	}
 	l := ls.m[p]
+	switch {
+	case l != nil && l.frames >= linkQueueFrames:
+		ls.stats.LinkQueueFrames.Add(1)
+		return false
+	case l != nil && l.bytes+n > ls.perLink, l == nil && n > ls.perLink:
+		ls.stats.LinkQueueBytes.Add(1)
+		return false
+	case ls.total+n > ls.allLinks:
+		ls.stats.LinksTotalBytes.Add(1)
+		return false
+	}
 	if l == nil {
-		l = &link{peer: p, q: make(chan outFrame, linkQueue), done: make(chan struct{})}
+		l = &link{peer: p, q: make(chan outFrame, linkQueueFrames), done: make(chan struct{})}
 		ls.m[p] = l
 		ls.wg.Add(1)
 		go ls.run(l)
 	}
-	ls.mu.Unlock()
-	select {
-	case l.q <- frame:
-		return true
-	default:
-		l.drops.Add(1)
-		return false
+	if need := l.bytes + n - l.reserved; need > 0 {
+		need = (need + linkReserveChunk - 1) / linkReserveChunk * linkReserveChunk
+		if err := ls.mem.reserve(p, need); err != nil {
+			ls.stats.LinkMemory.Add(1)
+			return false
+		}
+		l.reserved += need
 	}
+	l.frames++
+	l.bytes += n
+	ls.total += n
+	l.q <- frame // never blocks: l.frames ≤ linkQueueFrames = cap(l.q)
+	return true
+}
+
+// doneLocked accounts for a frame that left l's queue (written or lost)
+// and releases reserved memory beyond one spare chunk.
+func (ls *links) doneLocked(l *link, n int) {
+	l.frames--
+	l.bytes -= n
+	ls.total -= n
+	keep := (l.bytes+linkReserveChunk-1)/linkReserveChunk*linkReserveChunk + linkReserveChunk
+	if l.bytes == 0 {
+		keep = 0
+	}
+	if l.reserved > keep {
+		ls.mem.release(l.peer, l.reserved-keep)
+		l.reserved = keep
+	}
+}
+
+func (ls *links) done(l *link, n int) {
+	ls.mu.Lock()
+	ls.doneLocked(l, n)
+	ls.mu.Unlock()
 }
 
 // run writes l's queue to a stream, opening it (again) as needed. A write
 // error drops the stream; the frame that failed is lost (callers recover).
-// The goroutine ends when the link has been idle for a while or on close.
+// The goroutine ends when the link has been idle for a while or on close;
+// on close it discards what is queued and releases its memory.
 func (ls *links) run(l *link) {
 	defer ls.wg.Done()
-	var s network.Stream
 	defer func() {
+		ls.mu.Lock()
+	drain:
+		for {
+			select {
+			case f := <-l.q:
+				ls.doneLocked(l, len(f.b))
+			default:
+				break drain
+			}
+		}
+		if l.reserved > 0 {
+			ls.mem.release(l.peer, l.reserved)
+			l.reserved = 0
+		}
+		s := l.s
+		l.s = nil
+		ls.mu.Unlock()
 		if s != nil {
 			s.Close()
 		}
@@ -117,7 +237,7 @@ func (ls *links) run(l *link) {
 			return
 		case <-idle.C:
 			ls.mu.Lock()
-			if len(l.q) == 0 {
+			if l.frames == 0 {
 				delete(ls.m, l.peer)
 				ls.mu.Unlock()
 				return
@@ -127,27 +247,10 @@ func (ls *links) run(l *link) {
 			continue
 		}
 		idle.Reset(time.Minute)
-		if s == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			var err error
-			s, err = ls.h.NewStream(ctx, l.peer, protocol.RelayID)
-			cancel()
-			if err != nil {
-				ls.log.Debug("relay link", "peer", l.peer.ShortString(), "err", err)
-				l.drops.Add(1)
-				s = nil
-				if ls.failed != nil {
-					ls.failed(l.peer)
-				}
-				continue
-			}
-		}
-		_ = s.SetWriteDeadline(ls.now().Add(10 * time.Second))
-		if _, err := s.Write(f.b); err != nil {
-			ls.log.Debug("relay write", "peer", l.peer.ShortString(), "err", err)
-			l.drops.Add(1)
-			s.Reset()
-			s = nil
+		ok := ls.write(l, f)
+		ls.done(l, len(f.b))
+		if !ok {
+			ls.stats.LinkFailed.Add(1)
 			if ls.failed != nil {
 				ls.failed(l.peer)
 			}
@@ -163,7 +266,47 @@ func (ls *links) run(l *link) {
 	}
 }
 
-// close stops every link and waits for their goroutines.
+// write writes one frame on l's stream, opening it first if needed; on
+// failure the stream is reset and dropped.
+func (ls *links) write(l *link, f outFrame) bool {
+	ls.mu.Lock()
+	s := l.s
+	ls.mu.Unlock()
+	if s == nil {
+		ctx, cancel := context.WithTimeout(ls.ctx, 5*time.Second)
+		var err error
+		s, err = ls.h.NewStream(ctx, l.peer, protocol.RelayID)
+		cancel()
+		if err != nil {
+			ls.log.Debug("relay link", "peer", l.peer.ShortString(), "err", err)
+			return false
+		}
+		ls.mu.Lock()
+		if ls.closed {
+			ls.mu.Unlock()
+			s.Reset()
+			return false
+		}
+		l.s = s
+		ls.mu.Unlock()
+	}
+	_ = s.SetWriteDeadline(ls.now().Add(10 * time.Second))
+	if _, err := s.Write(f.b); err != nil {
+		ls.log.Debug("relay write", "peer", l.peer.ShortString(), "err", err)
+		s.Reset()
+		ls.mu.Lock()
+		if l.s == s {
+			l.s = nil
+		}
+		ls.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// close stops every link and waits for their goroutines. It resets the
+// links' streams, so a write blocked on a peer that does not read ends now
+// rather than at its deadline (or never, on a transport without one).
 func (ls *links) close() {
 	ls.mu.Lock()
 	if ls.closed {
@@ -171,11 +314,26 @@ func (ls *links) close() {
 		return
 	}
 	ls.closed = true
+	ls.cancel()
 	for _, l := range ls.m {
 		l.once.Do(func() { close(l.done) })
+		if l.s != nil {
+			l.s.Reset()
+		}
 	}
 	ls.mu.Unlock()
 	ls.wg.Wait()
+}
+
+// queued returns the frames and bytes queued on the link to p, and the
+// bytes queued on all links.
+func (ls *links) queued(p peer.ID) (frames, bytes, total int) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[p]; l != nil {
+		frames, bytes = l.frames, l.bytes
+	}
+	return frames, bytes, ls.total
 }
 
 // groupFramesSent returns how many GroupMessage frames were written to p.

@@ -74,10 +74,13 @@ func (r *Router) sendPresence(ups []presenceUpdate) {
 	}
 }
 
-// applyPresence records what supernode from says about its own sessions.
+// applyPresence records what supernode from says about its own sessions,
+// within the presence bounds (records.go): a new record from another
+// supernode past them is refused and counted.
 func (r *Router) applyPresence(from peer.ID, b *pb.PresenceBatch) {
 	now := r.cfg.Now()
 	ttl := 3 * r.cfg.Refresh
+	self := r.self()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, rec := range b.GetRecords() {
@@ -90,23 +93,47 @@ func (r *Router) applyPresence(from peer.ID, b *pb.PresenceBatch) {
 			continue
 		}
 		if rec.GetAttached() {
+			moved := !ok || cur.location != from
+			if moved && from != self {
+				// The bounds first: they cost nothing to check, and a
+				// supernode over its share gets no signature checked.
+				full, originFull := r.presenceBy.room(from, r.bounds.presence, r.bounds.presencePerOrigin)
+				switch {
+				case full:
+					r.stats.PresenceFull.Add(1)
+					continue
+				case originFull:
+					r.stats.PresenceOriginFull.Add(1)
+					continue
+				}
+			}
 			// Believe an attachment only on the client's word: a refresh
 			// of the record already verified is let through, anything
 			// else must carry the client's claim for this supernode and
 			// session (a supernode can no longer move a client to itself).
-			refresh := ok && cur.location == from && cur.seq == rec.GetSessionSeq()
-			if !refresh {
+			if refresh := ok && cur.location == from && cur.seq == rec.GetSessionSeq(); !refresh {
 				if err := protocol.VerifyPresence(rec.GetClaim(), client, from, rec.GetSessionSeq()); err != nil {
 					r.stats.PresenceRefused.Add(1)
 					r.log.Debug("presence refused", "client", client.ShortString(), "from", from.ShortString(), "err", err)
 					continue
 				}
 			}
+			if moved {
+				if ok {
+					r.presenceBy.remove(cur.location)
+				}
+				r.presenceBy.add(from)
+			}
 			r.presence[client] = presenceRecord{location: from, seq: rec.GetSessionSeq(), expires: now.Add(ttl)}
 		} else if ok && cur.location == from {
-			delete(r.presence, client)
+			r.deletePresenceLocked(client, cur)
 		}
 	}
+}
+
+func (r *Router) deletePresenceLocked(client peer.ID, rec presenceRecord) {
+	delete(r.presence, client)
+	r.presenceBy.remove(rec.location)
 }
 
 // locate finds the supernode a client is attached to: the cache (unless
@@ -261,7 +288,7 @@ func (r *Router) refresh() {
 	}
 	for c, p := range r.presence {
 		if !now.Before(p.expires) {
-			delete(r.presence, c)
+			r.deletePresenceLocked(c, p)
 		}
 	}
 	for c, l := range r.cache {

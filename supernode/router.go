@@ -49,6 +49,10 @@ type RouterConfig struct {
 	CacheSize int
 	// LookupTimeout bounds one lookup round trip.
 	LookupTimeout time.Duration
+	// MaxPresence and MaxMemberships bound the presence records and the
+	// group memberships this supernode keeps for other supernodes' clients
+	// (records.go); 0 derives them from the attached-peers capacity.
+	MaxPresence, MaxMemberships int
 	// PerMemberFanoutForTest makes a group home send one frame per member
 	// instead of one per supernode: the naive design, kept only so that
 	// benchmarks can compare against it in the same run.
@@ -74,12 +78,17 @@ type Router struct {
 	mu       sync.Mutex
 	epoch    uint64 // the newest epoch given to a home group (groups.go)
 	presence map[peer.ID]presenceRecord
-	cache    map[peer.ID]cachedLocation
-	homes    map[string]*homeGroup
-	local    map[string]*fanout.Group
-	joined   map[peer.ID]map[string][]byte // client → groups joined here → its signed claim
-	sessions map[peer.ID]localSession      // client → its session here
-	inbound  map[network.Stream]struct{}   // relay streams being read
+	// presenceBy and membersBy count presence records and home-group
+	// memberships by the supernode that sent them, within bounds.
+	presenceBy *originCounts
+	membersBy  *originCounts
+	bounds     recordBounds
+	cache      map[peer.ID]cachedLocation
+	homes      map[string]*homeGroup
+	local      map[string]*fanout.Group
+	joined     map[peer.ID]map[string][]byte // client → groups joined here → its signed claim
+	sessions   map[peer.ID]localSession      // client → its session here
+	inbound    map[network.Stream]struct{} // relay streams being read
 	// recent remembers message IDs routed lately: a sender's retry of
 	// the same ID is routed with a fresh lookup, not the cached route
 	// that may have lost the first copy.
@@ -102,6 +111,24 @@ type RouterStats struct {
 	// PublishRefused counts publishes a home refused unsigned;
 	// GroupRefused group messages not stamped by the group's home.
 	PublishRefused, GroupRefused atomic.Uint64
+
+	// Frames for clients dropped because, encoded, they exceed
+	// protocol.MaxSessionFrame (clientframes.go): direct messages (the
+	// sender's supernode is told INVALID), group messages (and publishes
+	// refused INVALID at the home), and other frames (acks, results,
+	// members lists).
+	OversizeDirect, OversizeGroup, OversizeOther atomic.Uint64
+	// Frames not queued on a link to another supernode (link.go): its
+	// queue held linkQueueFrames frames or linkQueueBytes bytes, all
+	// links held linksTotalBytes, the resource manager refused the
+	// memory, or links were closed; and queued frames lost to a failed
+	// dial or write.
+	LinkQueueFrames, LinkQueueBytes, LinksTotalBytes, LinkMemory, LinkClosed, LinkFailed atomic.Uint64
+	// Records refused (presence.go, groups.go): presence past
+	// maxPresence or a supernode's share of it, memberships past
+	// maxMemberships or a supernode's share, new home groups past
+	// maxHomeGroups.
+	PresenceFull, PresenceOriginFull, MembershipsFull, MembershipsOriginFull, HomeGroupsFull atomic.Uint64
 }
 
 // NewRouter returns a Router serving the sessions of adm.
@@ -133,17 +160,20 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 	}
 	r := &Router{
 		h: h, key: key, adm: adm, cfg: cfg,
-		log:      cfg.Log.With("component", "router"),
-		presence: make(map[peer.ID]presenceRecord),
-		cache:    make(map[peer.ID]cachedLocation),
-		homes:    make(map[string]*homeGroup),
-		local:    make(map[string]*fanout.Group),
-		joined:   make(map[peer.ID]map[string][]byte),
-		sessions: make(map[peer.ID]localSession),
-		inbound:  make(map[network.Stream]struct{}),
-		recent:   dedup.New(recentRoutes),
+		log:        cfg.Log.With("component", "router"),
+		presence:   make(map[peer.ID]presenceRecord),
+		presenceBy: newOriginCounts(),
+		membersBy:  newOriginCounts(),
+		bounds:     newRecordBounds(cfg.Sems.Attached.Max(), cfg.MaxPresence, cfg.MaxMemberships),
+		cache:      make(map[peer.ID]cachedLocation),
+		homes:      make(map[string]*homeGroup),
+		local:      make(map[string]*fanout.Group),
+		joined:     make(map[peer.ID]map[string][]byte),
+		sessions:   make(map[peer.ID]localSession),
+		inbound:    make(map[network.Stream]struct{}),
+		recent:     dedup.New(recentRoutes),
 	}
-	r.links = newLinks(h, r.log, cfg.Now)
+	r.links = newLinks(h, r.log, cfg.Now, &r.stats)
 	r.links.failed = r.dropRoutesVia
 	return r, nil
 }
@@ -184,6 +214,13 @@ func (r *Router) Close() {
 // Stats returns the router's counters.
 func (r *Router) Stats() *RouterStats { return &r.stats }
 
+// LinkQueuedBytes returns the bytes queued on all links to other
+// supernodes, at most linksTotalBytes.
+func (r *Router) LinkQueuedBytes() int {
+	_, _, total := r.links.queued("")
+	return total
+}
+
 // FramesSentForTest returns how many relay frames this router wrote to p.
 func (r *Router) FramesSentForTest(p peer.ID) uint64 { return r.links.framesSent(p) }
 
@@ -213,7 +250,7 @@ func encodeSession(f *pb.SessionFrame) []byte {
 
 // result tells a local client the outcome of its request.
 func (r *Router) result(client peer.ID, id []byte, st pb.Result_Status, detail string) {
-	r.adm.Send(client, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: &pb.Result{Id: id, Status: st, Detail: detail}}}))
+	r.toClient(client, &pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: &pb.Result{Id: id, Status: st, Detail: detail}}}, &r.stats.OversizeOther)
 }
 
 // Attached is called by the Admission when a client's session starts.
@@ -331,7 +368,10 @@ func (r *Router) dropRoutesVia(sn peer.ID) {
 func (r *Router) route(msg *pb.DirectMessage, to peer.ID, fresh bool) {
 	r.stats.Routed.Add(1)
 	from, _ := peer.IDFromBytes(msg.GetFrom())
-	if r.deliverLocal(to, msg) {
+	if attached, fits := r.deliverLocal(to, msg); !fits {
+		r.result(from, msg.GetId(), pb.Result_STATUS_INVALID, errTooLarge)
+		return
+	} else if attached {
 		return
 	}
 	loc, ok := r.locate(to, fresh)
@@ -355,15 +395,23 @@ func (r *Router) route(msg *pb.DirectMessage, to peer.ID, fresh bool) {
 	r.stats.Relayed.Add(1)
 }
 
-// deliverLocal hands msg to a client attached here.
-func (r *Router) deliverLocal(to peer.ID, msg *pb.DirectMessage) bool {
+// errTooLarge is the detail of an INVALID result for a message that
+// would not fit its recipient's session.
+const errTooLarge = "message too large for the recipient's session"
+
+// deliverLocal hands msg to a client attached here. attached reports
+// whether the client is attached here; fits is false when the message,
+// as a SessionFrame, is larger than the client accepts: it was dropped
+// (counted) and the sender must be told.
+func (r *Router) deliverLocal(to peer.ID, msg *pb.DirectMessage) (attached, fits bool) {
 	if !r.adm.Has(to) {
-		return false
+		return false, true
 	}
-	if r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Deliver{Deliver: msg}})) {
+	sent, fits := r.toClient(to, &pb.SessionFrame{Kind: &pb.SessionFrame_Deliver{Deliver: msg}}, &r.stats.OversizeDirect)
+	if sent {
 		r.stats.DeliveredLocal.Add(1)
 	}
-	return true
+	return true, fits
 }
 
 // onClientAck routes a recipient's ack back to the sender's supernode.
@@ -388,7 +436,7 @@ func (r *Router) ackLocal(a *pb.Ack) {
 	if err != nil {
 		return
 	}
-	r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Ack{Ack: a}}))
+	r.toClient(to, &pb.SessionFrame{Kind: &pb.SessionFrame_Ack{Ack: a}}, &r.stats.OversizeOther)
 }
 
 // handleRelay reads one inbound link from another supernode.
@@ -442,7 +490,16 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 		if err != nil {
 			return
 		}
-		if !r.deliverLocal(to, k.Deliver) {
+		switch attached, fits := r.deliverLocal(to, k.Deliver); {
+		case !fits:
+			// Tell the sender through its supernode (a PublishResult
+			// carries any Result to a client there), never with a nack:
+			// that would make the sender's supernode look again and
+			// send the same frame elsewhere.
+			r.links.send(from, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_PublishResult{PublishResult: &pb.PublishResult{
+				To: k.Deliver.GetFrom(), Result: &pb.Result{Id: k.Deliver.GetId(), Status: pb.Result_STATUS_INVALID, Detail: errTooLarge},
+			}}}))
+		case !attached:
 			r.links.send(from, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Nack{Nack: k.Deliver}}))
 		}
 	case *pb.RelayFrame_Nack:
@@ -490,7 +547,7 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 	case *pb.RelayFrame_PublishResult:
 		to, err := peer.IDFromBytes(k.PublishResult.GetTo())
 		if err == nil {
-			r.adm.Send(to, encodeSession(&pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: k.PublishResult.GetResult()}}))
+			r.toClient(to, &pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: k.PublishResult.GetResult()}}, &r.stats.OversizeOther)
 		}
 	}
 }

@@ -6,40 +6,46 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// routerCollector exports the router's cumulative counts (RouterStats) as
-// Prometheus counters, read at scrape time.
-type routerCollector struct{ series []routerSeries }
+// seriesCollector exports counts kept elsewhere (atomics, gauges read
+// under a lock) as Prometheus series, read at scrape time.
+type seriesCollector struct{ series []series }
 
-// routerSeries is one count: an unlabelled counter, or one outcome of the
-// direct-message counter.
-type routerSeries struct {
-	desc    *prometheus.Desc
-	outcome string
-	value   *atomic.Uint64
+// series is one time series: unlabelled, or one value of its metric's
+// single label (outcome or reason).
+type series struct {
+	desc  *prometheus.Desc
+	label string
+	kind  prometheus.ValueType
+	value func() float64
 }
 
-// Collector returns the router's counts as Prometheus counters.
+func counter(v *atomic.Uint64) func() float64 { return func() float64 { return float64(v.Load()) } }
+
+// labelled adds one counter per label value of a metric with one label.
+func (c *seriesCollector) labelled(name, help, label string, values map[string]*atomic.Uint64) {
+	d := prometheus.NewDesc(name, help, []string{label}, nil)
+	for l, v := range values {
+		c.series = append(c.series, series{d, l, prometheus.CounterValue, counter(v)})
+	}
+}
+
+// plain adds an unlabelled series.
+func (c *seriesCollector) plain(name, help string, kind prometheus.ValueType, value func() float64) {
+	c.series = append(c.series, series{prometheus.NewDesc(name, help, nil, nil), "", kind, value})
+}
+
+// Collector returns the router's counts as Prometheus series: its
+// messaging outcomes, and every frame or record it refused or dropped, by
+// reason (see RouterStats).
 func (r *Router) Collector() prometheus.Collector {
 	s := &r.stats
-	direct := prometheus.NewDesc("overlayd_supernode_direct_messages_total",
+	c := &seriesCollector{}
+	c.labelled("overlayd_supernode_direct_messages_total",
 		"Direct messages this supernode handled, by outcome: delivered_local (to a client attached here), relayed (to the recipient's supernode), offline, unreachable (the recipient's supernode could not be reached), busy (refused: relays at capacity).",
-		[]string{"outcome"}, nil)
-	c := &routerCollector{}
-	for outcome, v := range map[string]*atomic.Uint64{
-		"delivered_local": &s.DeliveredLocal, "relayed": &s.Relayed, "offline": &s.Offline,
-		"unreachable": &s.Unreachable, "busy": &s.Busy,
-	} {
-		c.series = append(c.series, routerSeries{direct, outcome, v})
-	}
-	forged := prometheus.NewDesc("overlayd_supernode_records_refused_total",
-		"Records refused because their originator did not sign them, by record: presence (an attachment without the client's claim), membership (a join without the member's claim), publish (a publish without the publisher's signature), group_message (a group message not stamped by the group's current home). A count above zero means a supernode forges records, or a bug.",
-		[]string{"record"}, nil)
-	for record, v := range map[string]*atomic.Uint64{
-		"presence": &s.PresenceRefused, "membership": &s.MembershipRefused,
-		"publish": &s.PublishRefused, "group_message": &s.GroupRefused,
-	} {
-		c.series = append(c.series, routerSeries{forged, record, v})
-	}
+		"outcome", map[string]*atomic.Uint64{
+			"delivered_local": &s.DeliveredLocal, "relayed": &s.Relayed, "offline": &s.Offline,
+			"unreachable": &s.Unreachable, "busy": &s.Busy,
+		})
 	for _, u := range []struct {
 		name, help string
 		value      *atomic.Uint64
@@ -49,12 +55,71 @@ func (r *Router) Collector() prometheus.Collector {
 		{"overlayd_supernode_group_fanouts_total", "Group messages handed to the local fan-out engine for this supernode's members.", &s.GroupFanouts},
 		{"overlayd_supernode_group_fanout_refused_total", "Group messages refused for lack of fan-out capacity: a publish answered BUSY at the home, or a batch not queued for local fan-out.", &s.FanoutRefused},
 	} {
-		c.series = append(c.series, routerSeries{prometheus.NewDesc(u.name, u.help, nil, nil), "", u.value})
+		c.plain(u.name, u.help, prometheus.CounterValue, counter(u.value))
 	}
+	c.labelled("overlayd_supernode_client_frames_refused_total",
+		"Frames for a local client dropped because, encoded, they exceed the session frame limit a client reads under, by reason: oversize_direct (a relayed direct message; its sender is told INVALID), oversize_group (a relayed group message, or a relayed publish refused at the home), oversize_other (acks, results, members lists).",
+		"reason", map[string]*atomic.Uint64{
+			"oversize_direct": &s.OversizeDirect, "oversize_group": &s.OversizeGroup, "oversize_other": &s.OversizeOther,
+		})
+	c.labelled("overlayd_supernode_link_frames_dropped_total",
+		"Frames for another supernode not sent, by reason: queue_frames, queue_bytes (the link's queue bound), total_bytes (the bound over all links), memory (the resource manager refused), closed (the router is stopping), failed (lost to a failed dial or write).",
+		"reason", map[string]*atomic.Uint64{
+			"queue_frames": &s.LinkQueueFrames, "queue_bytes": &s.LinkQueueBytes, "total_bytes": &s.LinksTotalBytes,
+			"memory": &s.LinkMemory, "closed": &s.LinkClosed, "failed": &s.LinkFailed,
+		})
+	c.labelled("overlayd_supernode_records_refused_total",
+		"Records from other supernodes refused, by reason. Not signed by their originator (a supernode forges records, or a bug): presence_unsigned (an attachment without the client's claim), membership_unsigned (a join without the member's claim), publish_unsigned (a publish without the publisher's signature), group_message_unsigned (a group message not stamped by the group's current home). At a bound: presence_full, presence_origin_full (the presence bound, or the sending supernode's share of it), memberships_full, memberships_origin_full (group memberships at this home), home_groups_full (groups this supernode is home to).",
+		"reason", map[string]*atomic.Uint64{
+			"presence_unsigned": &s.PresenceRefused, "membership_unsigned": &s.MembershipRefused,
+			"publish_unsigned": &s.PublishRefused, "group_message_unsigned": &s.GroupRefused,
+			"presence_full": &s.PresenceFull, "presence_origin_full": &s.PresenceOriginFull,
+			"memberships_full": &s.MembershipsFull, "memberships_origin_full": &s.MembershipsOriginFull,
+			"home_groups_full": &s.HomeGroupsFull,
+		})
+	c.plain("overlayd_supernode_link_queued_bytes", "Bytes queued on the links to other supernodes.",
+		prometheus.GaugeValue, func() float64 { return float64(r.Bounds().LinkQueuedBytes) })
+	c.plain("overlayd_supernode_presence_records", "Presence records this supernode keeps as a home cluster member.",
+		prometheus.GaugeValue, func() float64 { return float64(r.Bounds().PresenceRecords) })
+	c.plain("overlayd_supernode_home_memberships", "Group memberships this supernode keeps as group home.",
+		prometheus.GaugeValue, func() float64 { return float64(r.Bounds().Memberships) })
 	return c
 }
 
-func (c *routerCollector) Describe(ch chan<- *prometheus.Desc) {
+// BoundsStats is the state of the router's bounded queues and maps, with
+// their bounds, for the node's status.
+type BoundsStats struct {
+	// LinkQueuedBytes are queued on all links; LinkQueueBytes bounds one
+	// link, LinksTotalBytes all of them.
+	LinkQueuedBytes, LinkQueueBytes, LinksTotalBytes int
+	// PresenceRecords kept, bounded by MaxPresence (of which one other
+	// supernode may hold MaxPresencePerOrigin).
+	PresenceRecords, MaxPresence, MaxPresencePerOrigin int
+	// Memberships and HomeGroups kept as group home, bounded by
+	// MaxMemberships (MaxMembershipsPerOrigin per other supernode) and
+	// MaxHomeGroups.
+	Memberships, MaxMemberships, MaxMembershipsPerOrigin, HomeGroups, MaxHomeGroups int
+}
+
+// Bounds returns the router's queue and record sizes and their bounds.
+func (r *Router) Bounds() BoundsStats {
+	var b BoundsStats
+	if r.links != nil {
+		_, _, b.LinkQueuedBytes = r.links.queued("")
+		b.LinkQueueBytes, b.LinksTotalBytes = linkQueueBytes, linksTotalBytes
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	b.PresenceRecords, b.HomeGroups = len(r.presence), len(r.homes)
+	if r.membersBy != nil {
+		b.Memberships = r.membersBy.total
+	}
+	b.MaxPresence, b.MaxPresencePerOrigin = r.bounds.presence, r.bounds.presencePerOrigin
+	b.MaxMemberships, b.MaxMembershipsPerOrigin, b.MaxHomeGroups = r.bounds.memberships, r.bounds.membershipsPerOrigin, r.bounds.homeGroups
+	return b
+}
+
+func (c *seriesCollector) Describe(ch chan<- *prometheus.Desc) {
 	seen := map[*prometheus.Desc]bool{}
 	for _, s := range c.series {
 		if !seen[s.desc] {
@@ -64,13 +129,12 @@ func (c *routerCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (c *routerCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *seriesCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range c.series {
-		v := float64(s.value.Load())
-		if s.outcome == "" {
-			ch <- prometheus.MustNewConstMetric(s.desc, prometheus.CounterValue, v)
+		if s.label == "" {
+			ch <- prometheus.MustNewConstMetric(s.desc, s.kind, s.value())
 		} else {
-			ch <- prometheus.MustNewConstMetric(s.desc, prometheus.CounterValue, v, s.outcome)
+			ch <- prometheus.MustNewConstMetric(s.desc, s.kind, s.value(), s.label)
 		}
 	}
 }

@@ -57,7 +57,9 @@ overlayd_supernode_records_refused_total{record="membership"} 11
 overlayd_supernode_records_refused_total{record="presence"} 10
 overlayd_supernode_records_refused_total{record="publish"} 12
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "overlayd_supernode_direct_messages_total",
+		"overlayd_supernode_group_fanout_refused_total", "overlayd_supernode_group_fanouts_total",
+		"overlayd_supernode_group_frames_sent_total", "overlayd_supernode_group_publishes_numbered_total"); err != nil {
 		t.Fatal(err)
 	}
 	// Scrapes read the live counts.

@@ -46,12 +46,39 @@ func WithAbort(abort func()) OutboxOption {
 	}
 }
 
+// WithByteLimit bounds the bytes of the frames an Outbox holds (counting
+// those being written) as well as their number: an Offer that would take the
+// queue past n bytes is dropped like one past the frame limit (newest
+// dropped, then a gap notice). n ≥ 1; a frame larger than n is always
+// dropped. Without this option only frames are counted.
+func WithByteLimit(n int) OutboxOption {
+	return func(o *Outbox) error {
+		if n < 1 {
+			return fmt.Errorf("fanout: WithByteLimit: %d bytes, want ≥ 1", n)
+		}
+		o.byteLimit = n
+		return nil
+	}
+}
+
+// WithDropCounters makes the Outbox also add each dropped frame to frames
+// (dropped at the frame limit, or while closed or failed) or bytes (dropped
+// at the byte limit): counters an owner shares between its outboxes to count
+// drops by reason without visiting them. Either may be nil.
+func WithDropCounters(frames, bytes *atomic.Uint64) OutboxOption {
+	return func(o *Outbox) error {
+		o.dropFrames, o.dropBytes = frames, bytes
+		return nil
+	}
+}
+
 // Outbox is a member's bounded outbound queue: a [Sink] whose frames one
 // writer goroutine writes to an io.Writer, one Write per frame, in Offer
 // order.
 //
 // Overflow policy: drop newest, then tell. The Outbox holds at most limit
-// frames, counting those its writer is writing. An Offer to a full Outbox
+// frames, counting those its writer is writing, and with [WithByteLimit] at
+// most that many bytes of them. An Offer to a full Outbox
 // returns false at once and counts the frame as dropped; it never blocks and
 // never allocates. When the writer has written every frame queued before a
 // run of drops, it writes a gap notice for that run (see [WithGapFrame])
@@ -67,6 +94,10 @@ type Outbox struct {
 	w     io.Writer
 	gap   func(dropped uint64) []byte
 	abort func()
+	// byteLimit bounds bytes (0: no bound); dropFrames and dropBytes are
+	// the owner's shared counters (WithDropCounters), possibly nil.
+	byteLimit             int
+	dropFrames, dropBytes *atomic.Uint64
 
 	wake   chan struct{} // capacity 1; signalled when the queue becomes non-empty and on Close
 	exited chan struct{} // closed when the writer returns
@@ -76,11 +107,13 @@ type Outbox struct {
 	mu         sync.Mutex
 	ring       []queued // fixed, len == limit
 	head, n    int      // n counts frames queued or being written
+	bytes      int      // bytes of those n frames
 	pendingGap uint64   // drops after every queued frame, not yet told
 	started    bool
 	stopped    bool // closed or failed: Offer refuses
 	err        error
 	dropped    uint64
+	droppedB   uint64 // of dropped, those refused at the byte limit
 
 	written atomic.Uint64
 	gaps    atomic.Uint64
@@ -145,6 +178,19 @@ func (o *Outbox) Offer(frame []byte) bool {
 		o.dropped++
 		o.pendingGap++
 		o.mu.Unlock()
+		if o.dropFrames != nil {
+			o.dropFrames.Add(1)
+		}
+		return false
+	}
+	if o.byteLimit > 0 && o.bytes+len(frame) > o.byteLimit {
+		o.dropped++
+		o.droppedB++
+		o.pendingGap++
+		o.mu.Unlock()
+		if o.dropBytes != nil {
+			o.dropBytes.Add(1)
+		}
 		return false
 	}
 	i := o.head + o.n
@@ -154,6 +200,7 @@ func (o *Outbox) Offer(frame []byte) bool {
 	o.ring[i] = queued{frame: frame, gap: o.pendingGap}
 	o.pendingGap = 0
 	o.n++
+	o.bytes += len(frame)
 	wake := o.n == 1
 	o.mu.Unlock()
 	if wake {
@@ -202,7 +249,7 @@ func (o *Outbox) Close() {
 func (o *Outbox) stopLocked() {
 	o.stopped = true
 	clear(o.ring)
-	o.head, o.n, o.pendingGap = 0, 0, 0
+	o.head, o.n, o.pendingGap, o.bytes = 0, 0, 0, 0
 }
 
 // Done returns a channel that is closed when the writer goroutine has
@@ -223,10 +270,15 @@ type OutboxStats struct {
 	// Queued is the number of frames held, including those being written;
 	// it never exceeds the limit.
 	Queued int
-	// Limit is the Outbox's bound.
-	Limit int
-	// Dropped counts frames refused because the Outbox was full.
-	Dropped uint64
+	// QueuedBytes is the bytes of those frames; it never exceeds ByteLimit
+	// when there is one.
+	QueuedBytes int
+	// Limit is the Outbox's bound in frames, ByteLimit in bytes (0: none).
+	Limit, ByteLimit int
+	// Dropped counts frames refused because the Outbox was full (in
+	// frames or in bytes); DroppedBytes counts those of them refused at
+	// the byte limit.
+	Dropped, DroppedBytes uint64
 	// Written counts frames written (gap notices excluded).
 	Written uint64
 	// Gaps counts gap notices written.
@@ -236,7 +288,7 @@ type OutboxStats struct {
 // Stats returns the Outbox's counters.
 func (o *Outbox) Stats() OutboxStats {
 	o.mu.Lock()
-	s := OutboxStats{Queued: o.n, Limit: len(o.ring), Dropped: o.dropped}
+	s := OutboxStats{Queued: o.n, QueuedBytes: o.bytes, Limit: len(o.ring), ByteLimit: o.byteLimit, Dropped: o.dropped, DroppedBytes: o.droppedB}
 	o.mu.Unlock()
 	s.Written = o.written.Load()
 	s.Gaps = o.gaps.Load()
@@ -272,14 +324,17 @@ func (o *Outbox) run() {
 			o.mu.Lock()
 			continue
 		}
-		// Copy a contiguous run of slots. They stay occupied (counted in n)
-		// until written, so the queue's frames never exceed the limit.
+		// Copy a contiguous run of slots. They stay occupied (counted in n
+		// and bytes) until written, so the queue's frames never exceed the
+		// limits.
 		k := copy(batch, o.ring[o.head:min(o.head+o.n, len(o.ring))])
 		o.mu.Unlock()
 
+		written := 0
 		for i := range batch[:k] {
 			q := batch[i]
 			batch[i] = queued{}
+			written += len(q.frame)
 			if q.gap > 0 && !o.writeGap(q.gap) {
 				return
 			}
@@ -301,6 +356,7 @@ func (o *Outbox) run() {
 			o.head = 0
 		}
 		o.n -= k
+		o.bytes -= written
 	}
 }
 
