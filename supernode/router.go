@@ -88,7 +88,7 @@ type Router struct {
 	local      map[string]*fanout.Group
 	joined     map[peer.ID]map[string][]byte // client → groups joined here → its signed claim
 	sessions   map[peer.ID]localSession      // client → its session here
-	inbound    map[network.Stream]struct{} // relay streams being read
+	inbound    map[network.Stream]struct{}   // relay streams being read
 	// recent remembers message IDs routed lately: a sender's retry of
 	// the same ID is routed with a fresh lookup, not the cached route
 	// that may have lost the first copy.
