@@ -13,8 +13,6 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
-	"github.com/overlayd/overlayd/overlay/cluster"
-	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode/capacity"
 )
@@ -411,28 +409,4 @@ func readCertFile(path string) ([]byte, error) {
 		return nil, err
 	}
 	return protocol.DecodeBlob(string(b))
-}
-
-// megaOrder orders the mega-supernodes of a snapshot for this client by a
-// ring of the megas (weighted by capacity), so clients falling back spread
-// over them instead of all picking the first.
-func megaOrder(self peer.ID, megas []peer.AddrInfo, caps []uint32) []peer.AddrInfo {
-	if len(megas) < 2 {
-		return megas
-	}
-	members := make([]ring.Member, len(megas))
-	byID := make(map[string]peer.AddrInfo, len(megas))
-	for i, m := range megas {
-		members[i] = ring.Member{ID: m.ID.String(), Weight: cluster.Weight(caps[i])}
-		byID[m.ID.String()] = m
-	}
-	r, err := ring.New(members)
-	if err != nil {
-		return megas
-	}
-	out := make([]peer.AddrInfo, 0, len(megas))
-	for _, id := range r.LookupN([]byte(self), len(megas), nil) {
-		out = append(out, byID[id])
-	}
-	return out
 }

@@ -276,12 +276,6 @@ type roleTimeline struct {
 	n       int
 }
 
-func (tl *roleTimeline) count() int {
-	tl.mu.Lock()
-	defer tl.mu.Unlock()
-	return tl.n
-}
-
 // watchRoles polls the nodes' serving flags every 10 ms until the test
 // ends, and logs the timeline.
 func watchRoles(t *testing.T, ns []*Node, start time.Time) *roleTimeline {

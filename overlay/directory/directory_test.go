@@ -177,7 +177,7 @@ func TestSnapshotVersions(t *testing.T) {
 	if s1.Len() != 2 {
 		t.Fatal("an old snapshot changed")
 	}
-	if d.Snapshot() != d.Snapshot() {
+	if a, b := d.Snapshot(), d.Snapshot(); a != b {
 		t.Fatal("unchanged directory rebuilt its snapshot")
 	}
 }

@@ -64,7 +64,7 @@ func TestNewValidates(t *testing.T) {
 
 func TestTryAcquireRelease(t *testing.T) {
 	s := mustNew(t, "relays", 2)
-	if !s.TryAcquire() || !s.TryAcquire() {
+	if first, second := s.TryAcquire(), s.TryAcquire(); !first || !second {
 		t.Fatal("could not take 2 of 2 slots")
 	}
 	if s.TryAcquire() {
@@ -524,7 +524,7 @@ func TestBadReleaseWindow(t *testing.T) {
 	}
 	s.endBadReleaseForTest()
 	s.endBadReleaseForTest()
-	if !s.TryAcquire() || !s.TryAcquire() || s.TryAcquire() {
+	if first, second, third := s.TryAcquire(), s.TryAcquire(), s.TryAcquire(); !first || !second || third {
 		t.Fatal("bound wrong after bad release")
 	}
 }
