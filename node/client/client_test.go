@@ -59,13 +59,18 @@ func (f *fakeSupernode) handle(s network.Stream) {
 	f.asked++
 	f.mu.Unlock()
 	resp := f.answer()
-	if err := protocol.WriteFrame(s, resp); err != nil || resp.GetStatus() != pb.AttachResponse_STATUS_ACCEPT {
+	accept := resp.GetStatus() == pb.AttachResponse_STATUS_ACCEPT
+	if accept {
+		// Known before the client can see ACCEPT, so a test that saw the
+		// client attached finds the session here.
+		f.mu.Lock()
+		f.sessions = append(f.sessions, s)
+		f.mu.Unlock()
+	}
+	if err := protocol.WriteFrame(s, resp); err != nil || !accept {
 		s.Close()
 		return
 	}
-	f.mu.Lock()
-	f.sessions = append(f.sessions, s)
-	f.mu.Unlock()
 	for {
 		var sf pb.SessionFrame
 		if err := fr.Read(&sf); err != nil {
