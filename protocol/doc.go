@@ -502,8 +502,13 @@
 // unchanged) and stamp with it. M fans out only a group message that came
 // from the group's home by its own ring and whose stamp verifies for that
 // home ([VerifyStamp]), and counts the rest. A member checks both again
-// ([OpenGroupMessage]: the home by its own ring), reads the payload from
-// publish, and drops a message for a group it has not joined. So a
+// ([OpenGroupMessage]), accepting as the stamper the home by its own ring
+// or any live regular supernode of its directory (rings disagree for a
+// while when supernodes come and go, and a member must not drop genuine
+// messages then; a supernode that is not the home can at most renumber
+// genuine publishes, and a member delivers a publish's (from, id) once),
+// reads the payload from publish, and drops a message for a group it has
+// not joined. So a
 // supernode can drop or delay a group message, but cannot publish in a
 // member's name, renumber, alter, or invent one. Group payloads are not
 // encrypted: H and every M can read them.

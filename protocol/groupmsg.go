@@ -95,31 +95,39 @@ func Stamp(home crypto.PrivKey, group string, epoch, seq uint64, publish []byte)
 // VerifyStamp checks that gm is stamped by home for its group, epoch, seq
 // and publisher's envelope.
 func VerifyStamp(gm *pb.GroupMessage, home peer.ID) error {
+	_, err := verifyStamp(gm, func(p peer.ID) bool { return p == home })
+	return err
+}
+
+// verifyStamp checks gm's stamp and that its signer is one isHome accepts,
+// and returns the signer.
+func verifyStamp(gm *pb.GroupMessage, isHome func(peer.ID) bool) (peer.ID, error) {
 	b := gm.GetStamp()
 	if len(b) == 0 || len(b) > MaxStamp {
-		return fmt.Errorf("%w: stamp of %d bytes, want 1 to %d", ErrGroupSignature, len(b), MaxStamp)
+		return "", fmt.Errorf("%w: stamp of %d bytes, want 1 to %d", ErrGroupSignature, len(b), MaxStamp)
 	}
 	var rec stampRecord
 	env, err := record.ConsumeTypedEnvelope(b, &rec)
 	if err != nil {
-		return fmt.Errorf("%w: stamp: %w", ErrGroupSignature, err)
+		return "", fmt.Errorf("%w: stamp: %w", ErrGroupSignature, err)
 	}
 	signer, err := peer.IDFromPublicKey(env.PublicKey)
-	if err != nil || signer != home {
-		return fmt.Errorf("%w: stamped by %s, not the group's home %s", ErrGroupSignature, signer, home)
+	if err != nil || !isHome(signer) {
+		return "", fmt.Errorf("%w: stamped by %s, not the group's home", ErrGroupSignature, signer)
 	}
 	d := sha256.Sum256(gm.GetPublish())
 	if rec.GetGroup() != gm.GetGroup() || rec.GetEpoch() != gm.GetEpoch() || rec.GetSeq() != gm.GetSeq() ||
 		!bytes.Equal(rec.GetPublishDigest(), d[:]) {
-		return fmt.Errorf("%w: stamp for another message", ErrGroupSignature)
+		return "", fmt.Errorf("%w: stamp for another message", ErrGroupSignature)
 	}
-	return nil
+	return signer, nil
 }
 
-// OpenGroupMessage checks both signatures of gm — home's stamp and the
-// publisher's (gm.from) claim — and returns the payload.
-func OpenGroupMessage(gm *pb.GroupMessage, home peer.ID) ([]byte, error) {
-	if err := VerifyStamp(gm, home); err != nil {
+// OpenGroupMessage checks both signatures of gm — a stamp by a peer
+// isHome accepts as the group's home, and the publisher's (gm.from) claim
+// — and returns the payload.
+func OpenGroupMessage(gm *pb.GroupMessage, isHome func(peer.ID) bool) ([]byte, error) {
+	if _, err := verifyStamp(gm, isHome); err != nil {
 		return nil, err
 	}
 	from, err := peer.IDFromBytes(gm.GetFrom())

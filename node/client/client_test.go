@@ -483,6 +483,23 @@ func TestClientRefusesForgedGroupMessages(t *testing.T) {
 	if in.Kind != KindGroup || in.Seq != 3 || string(in.Payload) != "m3" || in.From != publisher {
 		t.Fatalf("the listener got %+v, want only the genuine message 3", in)
 	}
+	// The same publish numbered again (a supernode renumbering a genuine
+	// message) is delivered once.
+	again := in
+	gm := (&pb.GroupMessage{Group: "g", Epoch: 1, Seq: 4, From: []byte(publisher), Id: again.ID})
+	publish, err := protocol.SignPublish(pubKey, "g", again.ID, again.Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gm.Publish = publish
+	if gm.Stamp, err = protocol.Stamp(homeKey, "g", 1, 4, publish); err != nil {
+		t.Fatal(err)
+	}
+	sn.send(s, &pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: gm}})
+	sn.send(s, msg("g", 5, homeKey)) // a later genuine message
+	if next := <-l.C; next.Seq != 5 {
+		t.Fatalf("the listener got %+v, want message 5 (the renumbered copy dropped)", next)
+	}
 	if got := testutil.ToFloat64(c.m.refused.WithLabelValues(refusedGroup)); got != 1 {
 		t.Fatalf("%v forged group messages counted, want 1", got)
 	}

@@ -209,20 +209,22 @@ func (m *messenger) handle(sess *session, f *pb.SessionFrame) {
 			m.c.m.refused.WithLabelValues(refusedNotMember).Inc()
 			return
 		}
-		// Believe the number only from the group's home (by this
-		// client's ring) and the payload only from its publisher.
-		home, ok := cluster.GroupHome(m.c.rings.Load(), g.GetGroup())
-		if !ok {
-			m.c.m.refused.WithLabelValues(refusedGroup).Inc()
-			return
-		}
-		payload, err := protocol.OpenGroupMessage(g, home)
+		// Believe the payload only from its publisher, and the number
+		// only from a supernode that may be the group's home: the home by
+		// this client's ring, or, since rings disagree for a while when
+		// supernodes come and go, another live supernode of its
+		// directory. The supernode that fanned the message out checked
+		// it came from the home by its own ring. A supernode that is not
+		// the home can at most renumber genuine publishes, and a
+		// publish's ID is delivered once.
+		payload, err := protocol.OpenGroupMessage(g, m.c.mayBeHome(g.GetGroup()))
 		if err != nil {
 			m.c.m.refused.WithLabelValues(refusedGroup).Inc()
 			m.c.log.Debug("group message refused", "group", g.GetGroup(), "err", err)
 			return
 		}
-		if m.duplicate(fmt.Sprintf("g/%s/%d/%d", g.GetGroup(), g.GetEpoch(), g.GetSeq())) {
+		if m.duplicate(fmt.Sprintf("g/%s/%d/%d", g.GetGroup(), g.GetEpoch(), g.GetSeq())) ||
+			m.duplicate("p/"+string(g.GetFrom())+"/"+string(g.GetId())) {
 			return
 		}
 		from, _ := peer.IDFromBytes(g.GetFrom())
@@ -513,5 +515,17 @@ func (c *Client) Members(ctx context.Context, group string) ([]peer.ID, error) {
 			}
 		}
 		return out, nil
+	}
+}
+
+// mayBeHome accepts, as the stamper of a group message, the group's home
+// by this client's ring or any live regular supernode of its directory.
+func (c *Client) mayBeHome(group string) func(peer.ID) bool {
+	return func(p peer.ID) bool {
+		if h, ok := cluster.GroupHome(c.rings.Load(), group); ok && h == p {
+			return true
+		}
+		e, ok := c.dir.Snapshot().Get(p)
+		return ok && e.Role == protocol.RoleSupernode
 	}
 }
