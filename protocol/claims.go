@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -30,9 +29,6 @@ var (
 	presenceCodec   = []byte("/overlayd/presence-claim")
 	membershipCodec = []byte("/overlayd/membership-claim")
 )
-
-// ErrClaim is wrapped by every claim refusal.
-var ErrClaim = errors.New("claim refused")
 
 type presenceClaim struct{ pb.PresenceClaim }
 

@@ -5,7 +5,6 @@ import (
 	"crypto/ecdh"
 	"crypto/hpke"
 	"crypto/sha512"
-	"errors"
 	"fmt"
 	"time"
 
@@ -48,15 +47,6 @@ const (
 var (
 	directCodec = []byte("/overlayd/direct-message")
 	ackCodec    = []byte("/overlayd/direct-ack")
-)
-
-// Errors of OpenDirect and VerifyAck; a refusal's reason for the counters.
-var (
-	ErrDirectSignature = errors.New("direct message: bad or missing sender signature")
-	ErrDirectMismatch  = errors.New("direct message: signed fields do not match the frame")
-	ErrDirectDecrypt   = errors.New("direct message: cannot decrypt")
-	ErrAckSignature    = errors.New("ack: bad or missing recipient signature")
-	ErrKeyType         = errors.New("only Ed25519 peer identities can send and receive sealed direct messages")
 )
 
 type sealedRecord struct{ pb.SealedDirect }

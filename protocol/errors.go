@@ -68,3 +68,31 @@ func ReasonOf(err error) Reason {
 	}
 	return ""
 }
+
+// Refusals of the signed records a client or a group home originates
+// (claims.go, direct.go, groupmsg.go) and of group names (group.go). Each
+// is wrapped with the detail; receivers count them by which one matched.
+var (
+	// ErrClaim: a presence or membership claim that does not verify for
+	// the client, supernode, session or group it is used for.
+	ErrClaim = errors.New("claim refused")
+	// ErrDirectSignature: a direct message not signed by its sender, or
+	// altered on the way.
+	ErrDirectSignature = errors.New("direct message: bad or missing sender signature")
+	// ErrDirectMismatch: a direct message signed for another message ID
+	// or recipient.
+	ErrDirectMismatch = errors.New("direct message: signed fields do not match the frame")
+	// ErrDirectDecrypt: a direct message not sealed to this recipient.
+	ErrDirectDecrypt = errors.New("direct message: cannot decrypt")
+	// ErrAckSignature: an ack its recipient did not sign for this
+	// message and sender.
+	ErrAckSignature = errors.New("ack: bad or missing recipient signature")
+	// ErrKeyType: sealed direct messages need Ed25519 identities (every
+	// overlayd peer's).
+	ErrKeyType = errors.New("only Ed25519 peer identities can send and receive sealed direct messages")
+	// ErrGroupSignature: a publish or group message whose publisher's
+	// signature or home's stamp does not verify.
+	ErrGroupSignature = errors.New("group message: bad or missing signature")
+	// ErrGroupName: a group name CheckGroupName refuses.
+	ErrGroupName = errors.New("invalid group name")
+)

@@ -1,14 +1,10 @@
 package protocol
 
 import (
-	"errors"
 	"fmt"
 	"unicode"
 	"unicode/utf8"
 )
-
-// ErrGroupName is wrapped by CheckGroupName's errors.
-var ErrGroupName = errors.New("invalid group name")
 
 // CheckGroupName checks a group name as every receiver does before acting
 // on it: 1 to MaxGroupName bytes of valid UTF-8, printable (letters, marks,

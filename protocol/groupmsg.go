@@ -3,7 +3,6 @@ package protocol
 import (
 	"bytes"
 	"crypto/sha256"
-	"errors"
 	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -39,10 +38,6 @@ var (
 	publishCodec = []byte("/overlayd/group-publish")
 	stampCodec   = []byte("/overlayd/group-stamp")
 )
-
-// ErrGroupSignature is wrapped by every refusal of VerifyPublish and
-// OpenGroupMessage.
-var ErrGroupSignature = errors.New("group message: bad or missing signature")
 
 type publishRecord struct{ pb.PublishClaim }
 
