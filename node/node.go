@@ -68,8 +68,9 @@ type Node struct {
 	revTopic *pubsub.Topic
 	runCtx   context.Context // lives from Start to Close
 
-	dir   *directory.Directory
-	rings ring.Published
+	dir     *directory.Directory
+	rings   ring.Published
+	confirm *confirmations // supernodes this node confirmed serve overlayd at their addresses (confirm.go)
 
 	// Set by Start; read-only afterwards.
 	host      host.Host
@@ -262,6 +263,7 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 		now:     time.Now,
 		debounc: min(cfg.AnnounceInterval/10, time.Second),
 		revoked: map[uint64]time.Time{},
+		confirm: newConfirmations(),
 	}
 	n.trusted, _ = cfg.operatorKeys()
 	n.dir = directory.New(directory.WithMegaVerifier(n.verifyMega))
@@ -361,6 +363,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.cfg.Role == RoleSupernode {
 		n.goLoop(func() { n.announceLoop(runCtx) })
 		n.goLoop(func() { n.meshLoop(runCtx) })
+	}
+	if n.cfg.Role == RoleSupernode || n.cfg.Role == RoleAuto {
+		n.goLoop(func() { n.confirmLoop(runCtx) })
 	}
 	if n.cfg.Role == RoleAuto {
 		n.goLoop(func() { n.roleLoop(runCtx) })

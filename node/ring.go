@@ -30,18 +30,23 @@ func (n *Node) ringLoop(ctx context.Context) {
 	changes, cancel := n.dir.Subscribe()
 	defer cancel()
 	var built uint64       // membership version of the published ring
+	var confirmed uint64   // confirmation generation it was built with
 	var last []ring.Member // members of the published ring
 	var step time.Time     // next ramp step, zero if none
 	rebuild := func() {
 		s := n.dir.Snapshot()
+		gen := n.confirm.generation()
+		if n.confirmsRing() {
+			s = n.filterConfirmed(s)
+		}
 		now := n.now()
 		p := n.ringPolicy()
 		step = cluster.NextRampStep(s, now, p)
 		ms := cluster.Members(s, now, p)
-		if s.Membership == built && slices.Equal(ms, last) && (n.rings.Load() != nil || s.Len() == 0) {
+		if s.Membership == built && gen == confirmed && slices.Equal(ms, last) && (n.rings.Load() != nil || s.Len() == 0) {
 			return
 		}
-		built, last = s.Membership, ms
+		built, confirmed, last = s.Membership, gen, ms
 		n.m.ringRebuilds.Inc()
 		n.m.ringInfo.Reset()
 		if len(ms) == 0 {
@@ -72,6 +77,7 @@ func (n *Node) ringLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-ramp.C:
+		case <-n.confirm.changed:
 		case <-changes:
 			if s := n.dir.Snapshot(); s.Membership == built {
 				continue

@@ -173,6 +173,7 @@ func (n *Node) promoteAuto(ctx context.Context) *roleService {
 	}
 	n.admission.SetOpen(true)
 	n.serving.Store(true)
+	n.confirm.kick() // the ring is now filtered by confirmation (confirm.go)
 	if err := n.startRelay(); err != nil {
 		n.log.Warn("auto role: relay service", "err", err)
 	}
@@ -211,6 +212,7 @@ func (n *Node) demoteAuto(ctx context.Context, svc *roleService, why string) {
 		svc.stop()
 	}
 	n.serving.Store(false)
+	n.confirm.kick()
 	n.announceDeparture(ctx)
 	n.stopRelay()
 	_ = n.announcer.SetRole(protocol.RoleSupernode, n.cfg.Capacity)
