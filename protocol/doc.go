@@ -148,8 +148,11 @@
 // last accepted announcement, so a delayed copy of an older one cannot bring
 // a departed peer back.
 //
-// What a receiver does with accepted entries is its own policy, shared by
-// every node through package overlay/cluster: announced capacity counts at
+// What a receiver does with accepted entries is its own policy. A serving
+// supernode of an open network puts an entry on its ring only once it is
+// confirmed: a connection to the entry's peer ID from an IP address the
+// entry announced, whose identify lists [AttachID] (node/confirm.go). Every
+// node, through package overlay/cluster: announced capacity counts at
 // most cluster.MaxCapacity (6,400) unless a certificate signs it; a new
 // entry's ring weight ramps from 1 to full in 4 steps over 360 of the
 // receiver's intervals; at most 2 supernodes per /24 (IPv4) or /48 (IPv6)
