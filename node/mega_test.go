@@ -132,6 +132,9 @@ func TestRuntimePromotionKeepsClients(t *testing.T) {
 	if cert.Capacity != 100 || sn.sems.Attached.Max() != 100 {
 		t.Fatalf("capacity after promotion: cert %d, semaphore %d", cert.Capacity, sn.sems.Attached.Max())
 	}
+	if got := sn.metricForTest(t, "overlayd_node_mega_cert_not_after_seconds"); got != float64(cert.NotAfter.Unix()) {
+		t.Fatalf("mega certificate expiry gauge %v, want %d", got, cert.NotAfter.Unix())
+	}
 	waitFor(t, sn.cfg.AnnounceInterval, "others see the mega role within one announce interval", func() bool {
 		return roleIn(other, sn.ID()) == protocol.RoleMega && roleIn(clients[0], sn.ID()) == protocol.RoleMega
 	})

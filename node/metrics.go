@@ -64,6 +64,24 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			}
 			return 0
 		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "overlayd_node_mega_cert_not_after_seconds",
+			Help: "When this node's mega-supernode certificate expires (Unix seconds); 0 while it holds none. Alert on it before it runs out.",
+		}, func() float64 {
+			if c, ok := n.MegaCert(); ok {
+				return float64(c.NotAfter.Unix())
+			}
+			return 0
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "overlayd_node_supernode_cert_not_after_seconds",
+			Help: "When this node's supernode certificate (certified networks) expires (Unix seconds); 0 while it holds none.",
+		}, func() float64 {
+			if c, ok := n.SupernodeCert(); ok {
+				return float64(c.NotAfter.Unix())
+			}
+			return 0
+		}),
 		m.accepted, m.rejected, m.certRejected, m.ringRebuilds, m.ringInfo,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "overlayd_directory_entries",
