@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -25,12 +23,10 @@ import (
 )
 
 // Files under deploy/ whose PromQL must name only metrics and labels the
-// daemon registers. The pending rules name metrics the daemon does not
-// export yet; TestDashboardPendingRules reports them instead of failing.
+// daemon registers.
 const (
-	dashboardFile    = "deploy/grafana/overlayd.json"
-	rulesFile        = "deploy/prometheus/overlayd-rules.yml"
-	pendingRulesFile = "deploy/prometheus/overlayd-rules-pending.yml"
+	dashboardFile = "deploy/grafana/overlayd.json"
+	rulesFile     = "deploy/prometheus/overlayd-rules.yml"
 )
 
 // TestDashboardMetricsExist checks that every metric the Grafana dashboard
@@ -66,30 +62,6 @@ func TestDashboardMetricsExist(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestDashboardPendingRules keeps the rules on metrics the daemon does not
-// export yet apart: it parses them, and skips (naming the missing metrics)
-// until the daemon registers every metric they use, then fails so that the
-// rules are moved into the main rules file (and the pending file removed).
-func TestDashboardPendingRules(t *testing.T) {
-	if _, err := os.Stat(pendingRulesFile); errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("%s: no pending rules", pendingRulesFile)
-	}
-	exprs := ruleExprs(t, pendingRulesFile)
-	known := daemonMetrics(t)
-	var missing []string
-	for _, e := range exprs {
-		for _, r := range metricRefs(e.promql) {
-			if known.check(r) != nil && !slices.Contains(missing, r.name) {
-				missing = append(missing, r.name)
-			}
-		}
-	}
-	if len(missing) > 0 {
-		t.Skipf("%s: the daemon does not export %s yet; the rules there wait for it", pendingRulesFile, strings.Join(missing, ", "))
-	}
-	t.Errorf("%s: every metric it uses now exists: move its rules into %s and remove it", pendingRulesFile, rulesFile)
 }
 
 // TestDashboardMetricRefs pins the crude PromQL parsing the checks rely on.
