@@ -18,8 +18,9 @@ type VersionInfo struct {
 	// Commit is the VCS revision, with "+dirty" when the tree had
 	// uncommitted changes; empty when the build records none.
 	Commit string `json:"commit"`
-	// Time is the commit's time (RFC 3339, UTC) as recorded by the build;
-	// empty when the build records none.
+	// Time is the commit's time (RFC 3339, UTC), vcs.time: the build time
+	// a reproducible build records (the wall clock at link time it does
+	// not); empty when the build records none.
 	Time string `json:"time"`
 	// Go is the toolchain that built the binary (go1.26.8).
 	Go string `json:"go"`
@@ -67,14 +68,16 @@ func BuildVersion() VersionInfo {
 
 // String is the one-line form `overlayd version` prints after
 // "overlayd version ": the version, then in parentheses what else is known,
-// e.g. "v1.2.3 (commit 0123abcd+dirty, built 2026-01-02T03:04:05Z, go1.26.8)".
+// e.g. "v1.2.3 (commit 0123abcd+dirty at 2026-01-02T03:04:05Z, go1.26.8)".
 func (v VersionInfo) String() string {
 	var more []string
-	if v.Commit != "" {
+	switch {
+	case v.Commit != "" && v.Time != "":
+		more = append(more, "commit "+v.Commit+" at "+v.Time)
+	case v.Commit != "":
 		more = append(more, "commit "+v.Commit)
-	}
-	if v.Time != "" {
-		more = append(more, "built "+v.Time)
+	case v.Time != "":
+		more = append(more, "at "+v.Time)
 	}
 	if v.Go != "" {
 		more = append(more, v.Go)

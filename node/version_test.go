@@ -34,13 +34,13 @@ func TestVersion(t *testing.T) {
 				Main:     debug.Module{Version: "v0.0.0-20260102030405-0123456789ab+dirty"},
 				Settings: vcs("-buildmode", "exe", "vcs", "git", "vcs.revision", "0123456789abcdef", "vcs.time", "2026-01-02T03:04:05Z", "vcs.modified", "true")},
 			want:  VersionInfo{Version: "v0.0.0-20260102030405-0123456789ab+dirty", Commit: "0123456789abcdef+dirty", Time: "2026-01-02T03:04:05Z", Go: "go1.26.8"},
-			str:   "v0.0.0-20260102030405-0123456789ab+dirty (commit 0123456789abcdef+dirty, built 2026-01-02T03:04:05Z, go1.26.8)",
+			str:   "v0.0.0-20260102030405-0123456789ab+dirty (commit 0123456789abcdef+dirty at 2026-01-02T03:04:05Z, go1.26.8)",
 			agent: "overlayd/v0.0.0-20260102030405-0123456789ab+dirty"},
 		{name: "devel build of a clean tree",
 			bi: &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"},
 				Settings: vcs("vcs.revision", "fedcba", "vcs.time", "2026-02-03T04:05:06Z", "vcs.modified", "false")},
 			want: VersionInfo{Version: "devel", Commit: "fedcba", Time: "2026-02-03T04:05:06Z", Go: "go1.26.8"},
-			str:  "devel (commit fedcba, built 2026-02-03T04:05:06Z, go1.26.8)", agent: "overlayd/devel"},
+			str:  "devel (commit fedcba at 2026-02-03T04:05:06Z, go1.26.8)", agent: "overlayd/devel"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

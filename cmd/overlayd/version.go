@@ -11,7 +11,7 @@ import (
 func versionCommand(v node.VersionInfo) *cli.Command {
 	return &cli.Command{
 		Name:  "version",
-		Usage: "print the version, commit and build time (the same line as --version)",
+		Usage: "print the version, commit and commit time (the same line as --version)",
 		Description: "Prints what the build recorded about itself: the module version, the git commit it was\n" +
 			"built from (+dirty when the tree had uncommitted changes), the commit time and the Go\n" +
 			"toolchain. The libp2p agent version peers see through identify is overlayd/<version>.",
