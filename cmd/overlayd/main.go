@@ -57,7 +57,8 @@ func newApp(stdout, stderr io.Writer, v node.VersionInfo) *cli.App {
 		Description: "overlayd runs a node of an overlay network on libp2p. Most nodes are ordinary;\n" +
 			"supernodes carry the network for them and announce themselves in a signed directory.\n" +
 			"Start a daemon with `overlayd run`, then ask it with status, peers, supernodes, ring.\n" +
-			"`overlayd testnet run` starts a whole network on this machine.",
+			"`overlayd testnet run` starts a whole network on this machine.\n" +
+			"Flags may come before or after a command's arguments; -- ends them (what follows is an argument).",
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		HideHelpCommand:      true,
