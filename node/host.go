@@ -168,6 +168,8 @@ func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater) (h
 		libp2p.ResourceManager(rm),
 		libp2p.ConnectionManager(cm),
 		libp2p.DisableMetrics(),
+		// identify tells peers what runs here: overlayd/<version>.
+		libp2p.UserAgent(BuildVersion().UserAgent()),
 	}
 	if gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(gater))

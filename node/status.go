@@ -2,7 +2,6 @@ package node
 
 import (
 	"fmt"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -12,13 +11,6 @@ import (
 
 	"github.com/overlayd/overlayd/node/localapi"
 )
-
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
-}
 
 // Status reports the node's state.
 func (n *Node) Status() localapi.Status {
@@ -34,7 +26,7 @@ func (n *Node) Status() localapi.Status {
 		UptimeSeconds:  n.now().Sub(n.started).Seconds(),
 		ConnectedPeers: len(n.host.Network().Peers()),
 		DirectorySize:  n.dir.Snapshot().Len(),
-		Version:        version(),
+		Version:        BuildVersion().Version,
 	}
 	if n.cfg.Role == RoleAuto {
 		_, _, crit := n.autoRole()

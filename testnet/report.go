@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/overlayd/overlayd/node"
 )
 
 // ReportSchema is the version of report.json's layout. Bump it when a
@@ -39,6 +41,10 @@ type Versions struct {
 	Overlayd string `json:"overlayd"`
 	Go       string `json:"go"`
 	Libp2p   string `json:"libp2p"`
+	// Build is the overlayd build that ran: version, commit (+dirty) and
+	// build time, as `overlayd version --json` prints them. WriteReport
+	// fills it from the running binary when it is zero.
+	Build node.VersionInfo `json:"build"`
 }
 
 // Sizes is the network's shape and timing.
@@ -114,6 +120,9 @@ type Load struct {
 func WriteReport(r *Report, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
+	}
+	if r.Versions.Build == (node.VersionInfo{}) {
+		r.Versions.Build = node.BuildVersion()
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {

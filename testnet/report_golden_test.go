@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/overlayd/overlayd/node"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/report.golden.json")
@@ -17,7 +19,8 @@ var updateGolden = flag.Bool("update", false, "rewrite testdata/report.golden.js
 func goldenReport() *Report {
 	return &Report{
 		Schema: ReportSchema, Scenario: "outage", Seed: 7,
-		Versions:        Versions{Overlayd: "dev", Go: "go1.26", Libp2p: "v0.52.0"},
+		Versions: Versions{Overlayd: "dev", Go: "go1.26", Libp2p: "v0.52.0",
+			Build: node.VersionInfo{Version: "v0.0.0-20260102030405-0123456789ab+dirty", Commit: "0123456789abcdef+dirty", Time: "2026-01-02T03:04:05Z", Go: "go1.26"}},
 		Config:          Sizes{Supernodes: 4, Clients: 16, Megas: 1, Capacity: 6, AnnounceIntervalSeconds: 0.5, KeepaliveSeconds: 0.5},
 		DurationSeconds: 3.5, Passed: false,
 		Criteria: []Criterion{
@@ -124,7 +127,7 @@ func TestReportOfARealRunMatchesTheSchema(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("report.json keys\n got %v\nwant %v", got, want)
 	}
-	if rep.Seed != cfg.Seed || rep.Versions.Go == "" || len(rep.Samples) == 0 || !rep.Passed {
+	if rep.Seed != cfg.Seed || rep.Versions.Go == "" || rep.Versions.Build.Version == "" || len(rep.Samples) == 0 || !rep.Passed {
 		t.Fatalf("report: seed %d versions %+v samples %d passed %v", rep.Seed, rep.Versions, len(rep.Samples), rep.Passed)
 	}
 }

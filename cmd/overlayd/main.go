@@ -28,8 +28,13 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	app := newApp(stdout, stderr)
-	err := app.Run(args)
+	return runApp(newApp(stdout, stderr, node.BuildVersion()), args, stderr)
+}
+
+// runApp runs app on args (flags may follow positional arguments: see
+// reorderArgs) and returns the exit status.
+func runApp(app *cli.App, args []string, stderr io.Writer) int {
+	err := app.Run(reorderArgs(app, args))
 	if err == nil {
 		return 0
 	}
@@ -42,14 +47,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 1
 }
 
-func newApp(stdout, stderr io.Writer) *cli.App {
+// newApp builds the command tree; v is the build's version, for --version,
+// the version command and nothing else (the node reads its own).
+func newApp(stdout, stderr io.Writer, v node.VersionInfo) *cli.App {
 	app := &cli.App{
-		Name:  "overlayd",
-		Usage: "a peer-to-peer overlay network daemon with self-protecting supernodes",
+		Name:    "overlayd",
+		Version: v.String(),
+		Usage:   "a peer-to-peer overlay network daemon with self-protecting supernodes",
 		Description: "overlayd runs a node of an overlay network on libp2p. Most nodes are ordinary;\n" +
 			"supernodes carry the network for them and announce themselves in a signed directory.\n" +
 			"Start a daemon with `overlayd run`, then ask it with status, peers, supernodes, ring.\n" +
-			"`overlayd testnet run` starts a whole network on this machine.",
+			"`overlayd testnet run` starts a whole network on this machine.\n" +
+			"Flags may come before or after a command's arguments; -- ends them (what follows is an argument).",
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		HideHelpCommand:      true,
@@ -78,6 +87,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			identityCommand(),
 			pingCommand(),
 			testnetCommand(),
+			versionCommand(v),
+			completionCommand(),
 		},
 	}
 	setUsageErrors(app.Commands, app.OnUsageError)

@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -201,7 +202,7 @@ func TestConfigPrecedence(t *testing.T) {
 		role, level string
 		interval    time.Duration
 	}
-	app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
+	app := newApp(&bytes.Buffer{}, &bytes.Buffer{}, node.Version(nil))
 	for _, c := range app.Commands {
 		if c.Name == "run" {
 			c.Action = func(ctx *cli.Context) error {

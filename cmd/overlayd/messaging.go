@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -57,13 +59,15 @@ func sendCommand() *cli.Command {
 func listenCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "listen",
-		Usage: "print inbound direct and group messages as JSON lines until interrupted (or --count, --timeout)",
-		Description: "Prints each inbound message as one JSON line. --count N exits 0 after N messages;\n" +
+		Usage: "print inbound direct and group messages until interrupted (or --count, --timeout)",
+		Description: "Prints each inbound message as a readable line on a terminal, and as one JSON line with\n" +
+			"--json or when stdout is not a terminal (a pipe, a file). --count N exits 0 after N messages;\n" +
 			"--timeout D stops after D: exit 0, or 1 when --count messages had not arrived by then.\n" +
 			"With --count, a daemon that ends the stream early is an error too. --ready prints \"ready\"\n" +
 			"on stderr once the daemon is listening, for scripts that must not send before then.",
 		Flags: []cli.Flag{
 			dataDirFlag(),
+			&cli.BoolFlag{Name: "json", Usage: "print JSON lines (the default when stdout is not a terminal)"},
 			&cli.IntFlag{Name: "count", Usage: "exit after this many messages (0: no limit)"},
 			&cli.DurationFlag{Name: "timeout", Usage: "stop listening after this long (0: never); with --count, not getting them all in time is an error"},
 			&cli.BoolFlag{Name: "ready", Usage: "print \"ready\" on stderr once the daemon is listening: every message after that line is printed"},
@@ -90,8 +94,17 @@ func listenCommand() *cli.Command {
 			if c.Bool("ready") {
 				ready = func() { fmt.Fprintln(c.App.ErrWriter, "ready") }
 			}
+			asJSON := c.Bool("json") || !isTerminal(c.App.Writer)
 			err := localapi.NewClient(c.String("data-dir")).ListenRaw(ctx, ready, func(m json.RawMessage) error {
-				if _, err := fmt.Fprintf(c.App.Writer, "%s\n", m); err != nil {
+				line := string(m)
+				if !asJSON {
+					var in localapi.Inbound
+					if err := json.Unmarshal(m, &in); err != nil {
+						return fmt.Errorf("listen: decode message: %w", err)
+					}
+					line = inboundLine(in)
+				}
+				if _, err := fmt.Fprintln(c.App.Writer, line); err != nil {
 					return err
 				}
 				got++
@@ -116,6 +129,31 @@ func listenCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// inboundLine is the readable form of an inbound message, one line:
+// "15:04:05 direct from <peer>: <text>", "15:04:05 group <g> #<seq> from
+// <peer>: <text>" or "15:04:05 gap: <n> messages dropped". A payload that
+// is not printable text shows as its length; text with a newline or tab
+// is quoted, so that one message stays one line.
+func inboundLine(in localapi.Inbound) string {
+	at := in.Time.Local().Format(time.TimeOnly)
+	body := fmt.Sprintf("(%d bytes, not text)", len(in.Payload))
+	if in.Text != "" || len(in.Payload) == 0 {
+		body = in.Text
+		if strings.ContainsAny(body, "\n\t\r") {
+			body = strconv.Quote(body)
+		}
+	}
+	switch in.Kind {
+	case "direct":
+		return fmt.Sprintf("%s direct from %s: %s", at, in.From, body)
+	case "group":
+		return fmt.Sprintf("%s group %s #%d from %s: %s", at, in.Group, in.Seq, in.From, body)
+	case "gap":
+		return fmt.Sprintf("%s gap: %d messages dropped", at, in.Dropped)
+	}
+	return fmt.Sprintf("%s %s from %s: %s", at, in.Kind, in.From, body)
 }
 
 // errListenDone ends a listen that has printed its --count messages.

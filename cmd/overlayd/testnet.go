@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/testnet"
 )
 
@@ -73,19 +73,11 @@ func testnetCommand() *cli.Command {
 				defer stop()
 				ctx, cancel := context.WithTimeout(ctx, c.Duration("timeout"))
 				defer cancel()
-				return runScenario(ctx, c.App.Writer, testnet.RunConfig{Config: cfg, Scenario: c.String("scenario"), Version: binVersion()},
+				return runScenario(ctx, c.App.Writer, testnet.RunConfig{Config: cfg, Scenario: c.String("scenario"), Version: node.BuildVersion().Version},
 					c.String("report"), isTerminal(c.App.Writer))
 			},
 		}},
 	}
-}
-
-// binVersion is the binary's module version.
-func binVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "dev"
 }
 
 // isTerminal reports whether w is a character device (a terminal).
