@@ -86,7 +86,7 @@ semaphores() {
 build() {
 	log "building the static binary and the image $IMAGE"
 	mkdir -p "$GEN/image"
-	(cd "$ROOT" && CGO_ENABLED=0 go build -o "$GEN/image/overlayd" ./cmd/overlayd)
+	(cd "$ROOT" && CGO_ENABLED=0 go build -buildvcs=auto -o "$GEN/image/overlayd" ./cmd/overlayd)
 	cp "$HERE/Dockerfile" "$GEN/image/Dockerfile"
 	# The classic builder: buildx may be missing, and FROM scratch needs nothing of BuildKit.
 	DOCKER_BUILDKIT=0 docker build -q -t "$IMAGE" --label "com.docker.compose.project=$PROJECT" "$GEN/image" >/dev/null 2>"$GEN/image/build.log" ||
