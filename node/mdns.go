@@ -214,10 +214,17 @@ func (n *Node) mdnsUsable() (bool, string) {
 	if err != nil {
 		return false, fmt.Sprintf("no listen addresses: %v", err)
 	}
-	if !slices.ContainsFunc(addrs, func(a ma.Multiaddr) bool { return !manet.IsIPLoopback(a) }) {
+	if !slices.ContainsFunc(addrs, lanAddr) {
 		return false, "the node listens on loopback addresses only"
 	}
 	return true, ""
+}
+
+// lanAddr reports whether a is an IP address other hosts may reach: not
+// loopback, not a relay address.
+func lanAddr(a ma.Multiaddr) bool {
+	ip, err := manet.ToIP(a)
+	return err == nil && !ip.IsLoopback() && !ip.IsUnspecified()
 }
 
 // mdnsLoop runs mDNS discovery (when the node uses it) and dials the peers
@@ -316,7 +323,7 @@ func (n *Node) joinHint(mdnsOn bool, why string) {
 	}
 	var self []string
 	for _, a := range n.host.Addrs() {
-		if !manet.IsIPLoopback(a) {
+		if lanAddr(a) {
 			self = append(self, fmt.Sprintf("%s/p2p/%s", a, n.host.ID()))
 		}
 	}
