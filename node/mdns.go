@@ -272,7 +272,10 @@ func (n *Node) mdnsLoop(ctx context.Context) {
 		case <-hint:
 			hint = nil
 			if len(n.host.Network().Peers()) == 0 {
-				n.joinHint(use, why)
+				nf.mu.Lock()
+				found := len(nf.peers.known)
+				nf.mu.Unlock()
+				n.joinHint(use, why, found)
 			}
 			if tick == nil {
 				return
@@ -316,8 +319,12 @@ func (n *Node) mdnsDial(ctx context.Context, nf *mdnsNotifee) bool {
 }
 
 // joinHint tells the operator of a node alone how to join a network.
-func (n *Node) joinHint(mdnsOn bool, why string) {
+// found is how many peers mDNS found (none of them could be dialled).
+func (n *Node) joinHint(mdnsOn bool, why string, found int) {
 	lan := "mDNS found no overlayd peer on the local network"
+	if found > 0 {
+		lan = fmt.Sprintf("mDNS found %d overlayd peers on the local network but could not connect to any", found)
+	}
 	if !mdnsOn {
 		lan = "no peer is looked for on the local network: " + why
 	}
