@@ -63,6 +63,11 @@ type Config struct {
 	AnnounceAddrs []string `yaml:"announce-addr"`
 	// Bootstrap are /p2p/ multiaddrs of peers to join through.
 	Bootstrap []string `yaml:"bootstrap"`
+	// MDNS lets a node without Bootstrap peers find overlayd peers on its
+	// local network by multicast DNS (service MDNSService) and connect to
+	// a few of them (mdns.go). It has no effect with Bootstrap peers, or
+	// on a node that listens on loopback addresses only. Default true.
+	MDNS bool `yaml:"mdns"`
 	// Role is ordinary, supernode or auto.
 	Role Role `yaml:"role"`
 	// Capacity is how many ordinary nodes this node serves as a supernode.
@@ -162,6 +167,7 @@ func DefaultConfig() Config {
 			fmt.Sprintf("/ip4/0.0.0.0/tcp/%d", DefaultPort),
 			fmt.Sprintf("/ip4/0.0.0.0/udp/%d/quic-v1", DefaultPort),
 		},
+		MDNS:             true,
 		Role:             RoleOrdinary,
 		Capacity:         DefaultCapacity,
 		AnnounceInterval: DefaultAnnounceInterval,

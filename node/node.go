@@ -50,6 +50,7 @@ type Node struct {
 	seedFn      func() uint64
 	perMember   bool
 	gater       connmgr.ConnectionGater
+	mdnsService string // WithMDNSForTest's service name ("" for MDNSService)
 	pinnedReach *network.Reachability
 	relay       relayState // reachability, relay service and reservation (reach.go, relay*.go)
 	// serving is set while the node plays the supernode role: always for
@@ -359,6 +360,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.goLoop(func() { n.expireLoop(runCtx) })
 	n.goLoop(func() { n.ringLoop(runCtx) })
 	n.goLoop(func() { n.bootstrapLoop(runCtx) })
+	n.goLoop(func() { n.mdnsLoop(runCtx) })
 	n.goLoop(func() { n.megaLoop(runCtx) })
 	if n.cfg.Role == RoleSupernode {
 		n.goLoop(func() { n.announceLoop(runCtx) })

@@ -245,6 +245,7 @@ func (n *Network) config(m *member) node.Config {
 	c.OperatorPubkeys = []string{n.opPub}
 	c.NetworkMode = node.NetworkOpen // the operator key certifies the megas only
 	c.Bootstrap = slices.Clone(n.boot)
+	c.MDNS = false // the testnet joins its nodes explicitly
 	return c
 }
 
