@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/node/localapi"
 )
 
@@ -53,7 +54,7 @@ func TestMDNSFlag(t *testing.T) {
 				os.Unsetenv("OVERLAYD_MDNS")
 			}
 			var got *bool
-			app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
+			app := newApp(&bytes.Buffer{}, &bytes.Buffer{}, node.Version(nil))
 			for _, c := range app.Commands {
 				if c.Name == "run" {
 					c.Action = func(ctx *cli.Context) error {
