@@ -300,12 +300,6 @@ func (m *messages) count(prefix string) int {
 	return k
 }
 
-func (m *messages) all() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]string(nil), m.msgs...)
-}
-
 // TestJoinHintSaysWhy: the hint names what mDNS found, without starting it.
 func TestJoinHintSaysWhy(t *testing.T) {
 	var m messages
@@ -324,14 +318,15 @@ func TestJoinHintSaysWhy(t *testing.T) {
 	for _, want := range []string{"mDNS found no overlayd peer", "found 3 overlayd peers", "--mdns=false"} {
 		found := false
 		m.mu.Lock()
-		for _, s := range m.msgs {
+		msgs := append([]string(nil), m.msgs...)
+		m.mu.Unlock()
+		for _, s := range msgs {
 			if strings.HasPrefix(s, joinHintPrefix) && strings.Contains(s, want) {
 				found = true
 			}
 		}
-		m.mu.Unlock()
 		if !found {
-			t.Fatalf("no hint says %q: %v", want, m.msgs)
+			t.Fatalf("no hint says %q: %v", want, msgs)
 		}
 	}
 }
