@@ -13,8 +13,8 @@ import (
 )
 
 // The driver of --role auto; the rules are the pure role.Decide (package
-// node/role). An auto node builds both sides at Start: the client (attacher
-// and messenger) and the supernode machinery (semaphores, admission,
+// node/role). An auto node builds both sides at Start: the client
+// (node/client) and the supernode machinery (semaphores, admission,
 // router, fanout engine, announcer), so no field changes after Start. The
 // atomic serving flag says which role it plays:
 //

@@ -465,8 +465,8 @@ func TestListenBadLine(t *testing.T) {
 }
 
 // TestInboundJSON pins the JSON of Inbound: the daemon streams exactly
-// this shape on /v1/listen (node.Inbound until it encodes Inbound), and
-// listeners parse it.
+// this shape on /v1/listen (node/api.go encodes Inbound), and listeners
+// parse it.
 func TestInboundJSON(t *testing.T) {
 	tests := []struct {
 		name string

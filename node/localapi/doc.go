@@ -6,7 +6,7 @@
 // It holds both sides' shared parts: the JSON types (types.go, relay.go),
 // the server helpers the daemon uses (server.go) and the Client, which has
 // one method for each route. The routes themselves are registered by package
-// node (api.go, messaging_api.go, mega_api.go, relay_ping.go):
+// node, all in node/api.go:
 //
 //	Method Path                           Request      Answer           Client method
 //	GET    /v1/status                     -            Status           Status
