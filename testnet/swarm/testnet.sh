@@ -9,7 +9,7 @@
 #   testnet.sh down     remove the stack, secret, network, image, generated files; leave the swarm if up joined it
 #   testnet.sh smoke    up, chaos, down (down also on failure), bounded by a timeout
 #
-# Environment: SUPERNODES (default 3), MEGAS (2), CLIENTS (4), SMOKE_TIMEOUT (seconds, default 240),
+# Environment: SUPERNODES (default 3), MEGAS (2), CLIENTS (6), SN_CAPACITY (1: a full supernode sends clients on), SMOKE_TIMEOUT (seconds, default 240),
 # SWARM_ADVERTISE_ADDR (for `docker swarm init` when the engine cannot pick one).
 # Every wait is a poll with a deadline. Scratch has no shell, so every check
 # runs the overlayd binary inside a task container (docker exec C /overlayd ...):
@@ -26,7 +26,8 @@ SECRET=overlayd-swarm-seed-key      # the seed's identity key (stack.yml: extern
 IMAGE=${OVERLAYD_SWARM_IMAGE:-overlayd-swarm:local}
 SUPERNODES=${SUPERNODES:-3}
 MEGAS=${MEGAS:-2}
-CLIENTS=${CLIENTS:-4}
+CLIENTS=${CLIENTS:-6}
+SN_CAPACITY=${SN_CAPACITY:-1}
 GROUP=swarm-chaos
 
 log() { printf '%s  %s\n' "$(date -u +%H:%M:%S)" "$*"; }
@@ -89,6 +90,8 @@ build() {
 	mkdir -p "$GEN/image"
 	(cd "$ROOT" && CGO_ENABLED=0 go build -buildvcs=auto -o "$GEN/image/overlayd" ./cmd/overlayd)
 	cp "$HERE/Dockerfile" "$GEN/image/Dockerfile"
+	rm -rf "$GEN/image/root" && mkdir -p "$GEN/image/root/data" && chmod 700 "$GEN/image/root/data"
+	tar -C "$GEN/image/root" --owner=0 --group=0 -cf "$GEN/image/data.tar" data
 	DOCKER_BUILDKIT=0 docker build -q -t "$IMAGE" --label "com.docker.stack.namespace=$STACK" "$GEN/image" >/dev/null 2>"$GEN/image/build.log" ||
 		{ cat "$GEN/image/build.log" >&2; fail "docker build"; }
 }
@@ -104,7 +107,7 @@ setup() {
 	export OVERLAYD_SWARM_IMAGE=$IMAGE OVERLAYD_SWARM_SEED_ID=$SEED_ID
 	export OVERLAYD_SWARM_OPERATOR_PUBKEY
 	OVERLAYD_SWARM_OPERATOR_PUBKEY=$(cat "$GEN/operator.pub")
-	export OVERLAYD_SWARM_SUPERNODES=$SUPERNODES OVERLAYD_SWARM_MEGAS=$MEGAS OVERLAYD_SWARM_CLIENTS=$CLIENTS
+	export OVERLAYD_SWARM_SUPERNODES=$SUPERNODES OVERLAYD_SWARM_MEGAS=$MEGAS OVERLAYD_SWARM_CLIENTS=$CLIENTS OVERLAYD_SWARM_SN_CAPACITY=$SN_CAPACITY
 	log "setup: operator key $GEN/operator.key ($OVERLAYD_SWARM_OPERATOR_PUBKEY), seed $SEED_ID, secret $SECRET"
 }
 
@@ -232,24 +235,28 @@ cmd_chaos() {
 	poll "the network formed before chaos" 60 formed
 
 	# 1. Scale the supernode service down by ~30% (at least 1): swarm picks the tasks.
-	local k=$(((SUPERNODES * 3 + 5) / 10)) c js before=() gone=() affected=() id sn
+	local k=$(((SUPERNODES * 3 + 5) / 10)) c js before=() gone=() affected=() id sn x
 	[ "$k" -ge 1 ] || k=1
-	declare -A peer_of_c=()
+	declare -A peer_of_c=() sn_of_client=()
 	for c in $(cids supernode); do peer_of_c[$c]=$(peer_of "$c"); before+=("$c"); done
-	log "chaos 1/4: docker service scale ${STACK}_supernode=$((SUPERNODES - k)) (from $SUPERNODES)"
+	for c in $(cids client); do sn_of_client[$c]=$(jget "$(status_json "$c")" supernode); done
+	log "chaos 1/4: docker service scale ${STACK}_supernode=$((SUPERNODES - k)) (from $SUPERNODES; swarm picks the tasks)"
 	docker service scale --detach "${STACK}_supernode=$((SUPERNODES - k))" >/dev/null 2>&1 || fail "docker service scale"
 	scaled_down() { [ "$(cids supernode | wc -l)" -eq $((SUPERNODES - k)) ]; }
 	poll "$k supernode task(s) gone" 60 scaled_down
 	for c in "${before[@]}"; do
 		cids supernode | grep -qx "$c" || gone+=("${peer_of_c[$c]}")
 	done
-	log "  gone: ${gone[*]}"
-	poll "every client attached to a running supernode after the scale-down" 60 clients_attached "${gone[@]}"
-	for c in $(cids client); do
-		js=$(status_json "$c")
-		[ "$(jget "$js" failovers)" = 0 ] || affected+=("$(cname "$c")->$(jget "$js" supernode | tail -c 7)")
+	for c in "${!sn_of_client[@]}"; do
+		for x in "${gone[@]}"; do [ "${sn_of_client[$c]}" != "$x" ] || affected+=("$c"); done
 	done
-	log "  every client attached to a running supernode (failed over: ${affected[*]:-none})"
+	log "  removed ${gone[*]}, which served ${#affected[@]} client(s)"
+	poll "every client attached to a running supernode after the scale-down" 60 clients_attached "${gone[@]}"
+	for c in "${affected[@]}"; do
+		js=$(status_json "$c")
+		log "  $(cname "$c") re-attached to $(jget "$js" supernode | tail -c 7) (failovers $(jget "$js" failovers))"
+	done
+	log "  every client attached to a running supernode"
 	log "  scaling back to $SUPERNODES (new tasks: new identities)"
 	docker service scale --detach "${STACK}_supernode=$SUPERNODES" >/dev/null 2>&1 || fail "docker service scale"
 	scaled_up() {
@@ -265,7 +272,8 @@ cmd_chaos() {
 
 	# 2. Hand a mega-supernode back (demote), then promote it again.
 	local mega mid
-	mega=$(cids mega | head -n1)
+	# The most loaded one, so that the hand-back moves clients when there are any.
+	mega=$(for c in $(cids mega); do printf '%s %s\n' "$(jget "$(status_json "$c")" attached_clients)" "$c"; done | sort -rn | head -n1 | awk '{print $2}')
 	mid=$(peer_of "$mega")
 	log "chaos 2/4: demoting $(cname "$mega") (serving $(jget "$(status_json "$mega")" attached_clients) clients)"
 	ovl "$mega" demote --data-dir /data >/dev/null || fail "demote $(cname "$mega")"
