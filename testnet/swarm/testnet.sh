@@ -251,6 +251,7 @@ cmd_chaos() {
 		for x in "${gone[@]}"; do [ "${sn_of_client[$c]}" != "$x" ] || affected+=("$c"); done
 	done
 	log "  removed ${gone[*]}, which served ${#affected[@]} client(s)"
+	[ ${#affected[@]} -gt 0 ] || log "  (the removed task served no client: this round checks only that nobody is left detached)"
 	poll "every client attached to a running supernode after the scale-down" 60 clients_attached "${gone[@]}"
 	for c in "${affected[@]}"; do
 		js=$(status_json "$c")
