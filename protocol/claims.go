@@ -6,7 +6,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/overlayd/overlayd/protocol/pb"
 )
@@ -25,27 +24,6 @@ const (
 	MaxClaim = 1024
 )
 
-var (
-	presenceCodec   = []byte("/overlayd/presence-claim")
-	membershipCodec = []byte("/overlayd/membership-claim")
-)
-
-type presenceClaim struct{ pb.PresenceClaim }
-
-func (*presenceClaim) Domain() string                   { return PresenceDomain }
-func (*presenceClaim) Codec() []byte                    { return presenceCodec }
-func (r *presenceClaim) MarshalRecord() ([]byte, error) { return proto.Marshal(&r.PresenceClaim) }
-func (r *presenceClaim) UnmarshalRecord(b []byte) error { return proto.Unmarshal(b, &r.PresenceClaim) }
-
-type membershipClaim struct{ pb.MembershipClaim }
-
-func (*membershipClaim) Domain() string                   { return MembershipDomain }
-func (*membershipClaim) Codec() []byte                    { return membershipCodec }
-func (r *membershipClaim) MarshalRecord() ([]byte, error) { return proto.Marshal(&r.MembershipClaim) }
-func (r *membershipClaim) UnmarshalRecord(b []byte) error {
-	return proto.Unmarshal(b, &r.MembershipClaim)
-}
-
 // openClaim checks b's size and signature and that its signer is want.
 func openClaim(b []byte, rec record.Record, want peer.ID) error {
 	if len(b) == 0 || len(b) > MaxClaim {
@@ -62,25 +40,17 @@ func openClaim(b []byte, rec record.Record, want peer.ID) error {
 	return nil
 }
 
-func seal(rec record.Record, key crypto.PrivKey) ([]byte, error) {
-	env, err := record.Seal(rec, key)
-	if err != nil {
-		return nil, err
-	}
-	return env.Marshal()
-}
-
 // SignPresence is a client's claim that it attaches at supernode in
 // session seq; it goes in AttachRequest.presence.
 func SignPresence(client crypto.PrivKey, supernode peer.ID, seq uint64) ([]byte, error) {
-	return seal(&presenceClaim{pb.PresenceClaim{Supernode: []byte(supernode), SessionSeq: seq}}, client)
+	return seal(presenceKind.of(&pb.PresenceClaim{Supernode: []byte(supernode), SessionSeq: seq}), client)
 }
 
 // VerifyPresence checks that b is client's claim to be attached at
 // supernode in session seq.
 func VerifyPresence(b []byte, client, supernode peer.ID, seq uint64) error {
-	var rec presenceClaim
-	if err := openClaim(b, &rec, client); err != nil {
+	var rec pb.PresenceClaim
+	if err := openClaim(b, presenceKind.of(&rec), client); err != nil {
 		return err
 	}
 	if peer.ID(rec.GetSupernode()) != supernode || rec.GetSessionSeq() != seq {
@@ -104,14 +74,14 @@ type Membership struct {
 // supernode, signed at seq (its clock in nanoseconds); it goes in
 // GroupOp.claim.
 func SignMembership(member crypto.PrivKey, m Membership) ([]byte, error) {
-	return seal(&membershipClaim{pb.MembershipClaim{Group: m.Group, Supernode: []byte(m.Supernode), Join: m.Join, Seq: m.Seq}}, member)
+	return seal(membershipKind.of(&pb.MembershipClaim{Group: m.Group, Supernode: []byte(m.Supernode), Join: m.Join, Seq: m.Seq}), member)
 }
 
 // VerifyMembership checks that b is member's claim about group and returns
 // it.
 func VerifyMembership(b []byte, member peer.ID, group string) (Membership, error) {
-	var rec membershipClaim
-	if err := openClaim(b, &rec, member); err != nil {
+	var rec pb.MembershipClaim
+	if err := openClaim(b, membershipKind.of(&rec), member); err != nil {
 		return Membership{}, err
 	}
 	if rec.GetGroup() != group {

@@ -13,7 +13,6 @@ import (
 	cryptopb "github.com/libp2p/go-libp2p/core/crypto/pb"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/overlayd/overlayd/protocol/pb"
 )
@@ -43,29 +42,6 @@ const (
 	// MaxSignedAck bounds Ack.signed: an AckRecord in its envelope.
 	MaxSignedAck = 512
 )
-
-var (
-	directCodec = []byte("/overlayd/direct-message")
-	ackCodec    = []byte("/overlayd/direct-ack")
-)
-
-type sealedRecord struct{ pb.SealedDirect }
-
-func (*sealedRecord) Domain() string { return DirectDomain }
-func (*sealedRecord) Codec() []byte  { return directCodec }
-func (r *sealedRecord) MarshalRecord() ([]byte, error) {
-	return proto.Marshal(&r.SealedDirect)
-}
-func (r *sealedRecord) UnmarshalRecord(b []byte) error {
-	return proto.Unmarshal(b, &r.SealedDirect)
-}
-
-type ackRecord struct{ pb.AckRecord }
-
-func (*ackRecord) Domain() string                   { return AckDomain }
-func (*ackRecord) Codec() []byte                    { return ackCodec }
-func (r *ackRecord) MarshalRecord() ([]byte, error) { return proto.Marshal(&r.AckRecord) }
-func (r *ackRecord) UnmarshalRecord(b []byte) error { return proto.Unmarshal(b, &r.AckRecord) }
 
 // suite is the HPKE ciphersuite of direct messages.
 func suite() (hpke.KEM, hpke.KDF, hpke.AEAD) {
@@ -137,11 +113,11 @@ func SealDirect(sender crypto.PrivKey, to peer.ID, id []byte, sent time.Time, pa
 	if err != nil {
 		return nil, fmt.Errorf("seal: %w", err)
 	}
-	env, err := record.Seal(&sealedRecord{pb.SealedDirect{Id: id, To: []byte(to), SentUnixMs: sent.UnixMilli(), Ciphertext: ct}}, sender)
+	signed, err := seal(directKind.of(&pb.SealedDirect{Id: id, To: []byte(to), SentUnixMs: sent.UnixMilli(), Ciphertext: ct}), sender)
 	if err != nil {
 		return nil, fmt.Errorf("sign: %w", err)
 	}
-	return env.Marshal()
+	return signed, nil
 }
 
 // OpenDirect verifies sealed as message id from peer from to the holder of
@@ -152,8 +128,8 @@ func OpenDirect(recipient crypto.PrivKey, from peer.ID, id, sealed []byte) ([]by
 	if len(sealed) == 0 || len(sealed) > MaxSealedDirect {
 		return nil, time.Time{}, fmt.Errorf("%w: %d bytes", ErrDirectSignature, len(sealed))
 	}
-	var rec sealedRecord
-	env, err := record.ConsumeTypedEnvelope(sealed, &rec)
+	var rec pb.SealedDirect
+	env, err := record.ConsumeTypedEnvelope(sealed, directKind.of(&rec))
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("%w: %w", ErrDirectSignature, err)
 	}
@@ -187,11 +163,7 @@ func OpenDirect(recipient crypto.PrivKey, from peer.ID, id, sealed []byte) ([]by
 // SignAck is the recipient's signature on its ack of message id from
 // sender; it goes in Ack.signed.
 func SignAck(recipient crypto.PrivKey, sender peer.ID, id []byte) ([]byte, error) {
-	env, err := record.Seal(&ackRecord{pb.AckRecord{Id: id, Sender: []byte(sender)}}, recipient)
-	if err != nil {
-		return nil, err
-	}
-	return env.Marshal()
+	return seal(ackKind.of(&pb.AckRecord{Id: id, Sender: []byte(sender)}), recipient)
 }
 
 // VerifyAck checks that signed is recipient's ack of message id sent by
@@ -200,8 +172,8 @@ func VerifyAck(signed []byte, recipient, sender peer.ID, id []byte) error {
 	if len(signed) == 0 || len(signed) > MaxSignedAck {
 		return fmt.Errorf("%w: %d bytes", ErrAckSignature, len(signed))
 	}
-	var rec ackRecord
-	env, err := record.ConsumeTypedEnvelope(signed, &rec)
+	var rec pb.AckRecord
+	env, err := record.ConsumeTypedEnvelope(signed, ackKind.of(&rec))
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrAckSignature, err)
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
+
+	"github.com/overlayd/overlayd/protocol/pb"
 )
 
 func edKey(t testing.TB) (crypto.PrivKey, peer.ID) {
@@ -105,11 +107,11 @@ func TestDirectCiphertextSwap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec sealedRecord
-	if _, err := record.ConsumeTypedEnvelope(sealed, &rec); err != nil {
+	var rec pb.SealedDirect
+	if _, err := record.ConsumeTypedEnvelope(sealed, directKind.of(&rec)); err != nil {
 		t.Fatal(err)
 	}
-	env, err := record.Seal(&rec, cKey) // c claims a's ciphertext as its own
+	env, err := record.Seal(directKind.of(&rec), cKey) // c claims a's ciphertext as its own
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +184,8 @@ func FuzzVerifyAck(f *testing.F) {
 	f.Add(ack)
 	f.Fuzz(func(t *testing.T, in []byte) {
 		if VerifyAck(in, b, a, id) == nil && !bytes.Equal(in, ack) {
-			var rec ackRecord
-			if _, err := record.ConsumeTypedEnvelope(in, &rec); err != nil {
+			var rec pb.AckRecord
+			if _, err := record.ConsumeTypedEnvelope(in, ackKind.of(&rec)); err != nil {
 				t.Fatalf("accepted an ack that does not even parse: %x", in)
 			}
 		}

@@ -8,7 +8,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/record"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/overlayd/overlayd/protocol/pb"
 )
@@ -34,29 +33,10 @@ const (
 	MaxStamp = 512
 )
 
-var (
-	publishCodec = []byte("/overlayd/group-publish")
-	stampCodec   = []byte("/overlayd/group-stamp")
-)
-
-type publishRecord struct{ pb.PublishClaim }
-
-func (*publishRecord) Domain() string                   { return PublishDomain }
-func (*publishRecord) Codec() []byte                    { return publishCodec }
-func (r *publishRecord) MarshalRecord() ([]byte, error) { return proto.Marshal(&r.PublishClaim) }
-func (r *publishRecord) UnmarshalRecord(b []byte) error { return proto.Unmarshal(b, &r.PublishClaim) }
-
-type stampRecord struct{ pb.GroupStamp }
-
-func (*stampRecord) Domain() string                   { return StampDomain }
-func (*stampRecord) Codec() []byte                    { return stampCodec }
-func (r *stampRecord) MarshalRecord() ([]byte, error) { return proto.Marshal(&r.GroupStamp) }
-func (r *stampRecord) UnmarshalRecord(b []byte) error { return proto.Unmarshal(b, &r.GroupStamp) }
-
 // SignPublish is a publisher's signature on a group message; it goes in
 // GroupPublish.signed.
 func SignPublish(publisher crypto.PrivKey, group string, id, payload []byte) ([]byte, error) {
-	return seal(&publishRecord{pb.PublishClaim{Group: group, Id: id, Payload: payload}}, publisher)
+	return seal(publishKind.of(&pb.PublishClaim{Group: group, Id: id, Payload: payload}), publisher)
 }
 
 // VerifyPublish checks that signed is publisher's message id to group and
@@ -65,8 +45,8 @@ func VerifyPublish(signed []byte, publisher peer.ID, group string, id []byte) ([
 	if len(signed) == 0 || len(signed) > MaxSignedPublish {
 		return nil, fmt.Errorf("%w: publish of %d bytes, want 1 to %d", ErrGroupSignature, len(signed), MaxSignedPublish)
 	}
-	var rec publishRecord
-	env, err := record.ConsumeTypedEnvelope(signed, &rec)
+	var rec pb.PublishClaim
+	env, err := record.ConsumeTypedEnvelope(signed, publishKind.of(&rec))
 	if err != nil {
 		return nil, fmt.Errorf("%w: publish: %w", ErrGroupSignature, err)
 	}
@@ -84,7 +64,7 @@ func VerifyPublish(signed []byte, publisher peer.ID, group string, id []byte) ([
 // publisher signed publish; it goes in GroupMessage.stamp.
 func Stamp(home crypto.PrivKey, group string, epoch, seq uint64, publish []byte) ([]byte, error) {
 	d := sha256.Sum256(publish)
-	return seal(&stampRecord{pb.GroupStamp{Group: group, Epoch: epoch, Seq: seq, PublishDigest: d[:]}}, home)
+	return seal(stampKind.of(&pb.GroupStamp{Group: group, Epoch: epoch, Seq: seq, PublishDigest: d[:]}), home)
 }
 
 // VerifyStamp checks that gm is stamped by home for its group, epoch, seq
@@ -101,8 +81,8 @@ func verifyStamp(gm *pb.GroupMessage, isHome func(peer.ID) bool) (peer.ID, error
 	if len(b) == 0 || len(b) > MaxStamp {
 		return "", fmt.Errorf("%w: stamp of %d bytes, want 1 to %d", ErrGroupSignature, len(b), MaxStamp)
 	}
-	var rec stampRecord
-	env, err := record.ConsumeTypedEnvelope(b, &rec)
+	var rec pb.GroupStamp
+	env, err := record.ConsumeTypedEnvelope(b, stampKind.of(&rec))
 	if err != nil {
 		return "", fmt.Errorf("%w: stamp: %w", ErrGroupSignature, err)
 	}
