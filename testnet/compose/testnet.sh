@@ -63,6 +63,11 @@ compose_cmd() {
 }
 compose() {
 	[ -n "${COMPOSE_ARR+x}" ] || compose_cmd
+	# docker-compose 1.x gives up on an engine request after 60 s, which a
+	# busy engine starting a hundred containers exceeds: scaled too, and
+	# fewer containers started at once (its default is 64).
+	export COMPOSE_HTTP_TIMEOUT=${COMPOSE_HTTP_TIMEOUT:-$((60 * F))}
+	[ "$F" -eq 1 ] || export COMPOSE_PARALLEL_LIMIT=${COMPOSE_PARALLEL_LIMIT:-8}
 	[ -f "$GEN/testnet.env" ] || fail "no $GEN/testnet.env: run \`testnet.sh up\` first"
 	local files=(-f "$HERE/docker-compose.yml")
 	[ ! -f "$OVERRIDE" ] || files+=(-f "$OVERRIDE")
@@ -158,6 +163,7 @@ setup() {
 		# Every container's healthcheck is a process in it: at scale they
 		# are fewer (2 s at the default scale, 2 s x the deadline factor).
 		echo "OVERLAYD_TESTNET_HEALTH_INTERVAL=$((2 * F))s"
+		echo "OVERLAYD_TESTNET_HEALTH_TIMEOUT=$((5 * F))s"
 		echo "OVERLAYD_TESTNET_OPERATOR_PUBKEY=$pub"
 		echo "OVERLAYD_TESTNET_BOOTSTRAP=$bootstrap"
 	} >"$GEN/testnet.env"
