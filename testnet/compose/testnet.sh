@@ -206,12 +206,14 @@ client_sns() {
 		'sn=$(docker exec {} /overlayd status --json 2>/dev/null | sed -n "s/^ *\"supernode\": \"\(.*\)\",\{0,1\}\$/\1/p" | head -n1); echo "{} $sn"'
 }
 clients_attached() {
-	local c sn x n=0
+	local c sn x n=0 all
+	all=$(client_sns) # read whole: returning early must not break xargs' pipe
 	while read -r c sn; do
+		[ -n "$c" ] || continue
 		[ -n "$sn" ] || return 1
 		for x in "$@"; do [ "$sn" != "$x" ] || return 1; done
 		n=$((n + 1))
-	done < <(client_sns)
+	done <<<"$all"
 	[ "$n" -eq "$CLIENTS" ]
 }
 
