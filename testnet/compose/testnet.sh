@@ -503,11 +503,22 @@ cmd_down() {
 	[ -z "$ids" ] || docker rm -f -v $ids >/dev/null
 	ids=$(docker network ls -q --filter "label=com.docker.compose.project=$PROJECT")
 	[ -z "$ids" ] || docker network rm $ids >/dev/null
-	docker network inspect "$NETWORK" >/dev/null 2>&1 && docker network rm "$NETWORK" >/dev/null
+	# A busy engine may still be releasing endpoints: a few tries, and a
+	# network that stays does not keep down from removing the rest.
+	local net_left="" try
+	for try in 1 2 3 4 5; do
+		docker network inspect "$NETWORK" >/dev/null 2>&1 || break
+		docker network rm "$NETWORK" >/dev/null 2>&1 && break
+		[ "$try" -lt 5 ] && sleep 2 || net_left=1 # retry interval
+	done
 	ids=$(docker volume ls -q --filter "label=com.docker.compose.project=$PROJECT")
 	[ -z "$ids" ] || docker volume rm $ids >/dev/null
 	docker image inspect "$IMAGE" >/dev/null 2>&1 && docker rmi -f "$IMAGE" >/dev/null
 	rm -rf "$GEN"
+	if [ -n "$net_left" ]; then
+		echo "testnet: down: the network $NETWORK is left: $(docker network rm "$NETWORK" 2>&1 | head -n1)" >&2
+		return 1
+	fi
 	log "down: containers, network, volumes, image $IMAGE and $GEN removed"
 }
 
