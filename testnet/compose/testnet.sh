@@ -502,7 +502,7 @@ cmd_down() {
 	ids=$(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT")
 	[ -z "$ids" ] || docker rm -f -v $ids >/dev/null
 	ids=$(docker network ls -q --filter "label=com.docker.compose.project=$PROJECT")
-	[ -z "$ids" ] || docker network rm $ids >/dev/null
+	[ -z "$ids" ] || docker network rm $ids >/dev/null 2>&1 || true # retried below
 	# A busy engine may still be releasing endpoints: a few tries, and a
 	# network that stays does not keep down from removing the rest.
 	local net_left="" try
