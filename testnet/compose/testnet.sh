@@ -516,8 +516,22 @@ cmd_down() {
 	docker image inspect "$IMAGE" >/dev/null 2>&1 && docker rmi -f "$IMAGE" >/dev/null
 	rm -rf "$GEN"
 	if [ -n "$net_left" ]; then
-		echo "testnet: down: the network $NETWORK is left: $(docker network rm "$NETWORK" 2>&1 | head -n1)" >&2
-		return 1
+		local why attached
+		why=$(docker network rm "$NETWORK" 2>&1 || true)
+		why=${why%%$'\n'*}
+		attached=$(docker network inspect -f '{{len .Containers}}' "$NETWORK" 2>/dev/null || echo "?")
+		if [ "$attached" != "0" ]; then
+			echo "testnet: down: the network $NETWORK is left with $attached containers attached: $why" >&2
+			return 1
+		fi
+		# No container is attached, yet the engine refuses ("active
+		# endpoints"): a stale endpoint record inside dockerd, which only
+		# a restart of the engine clears. Everything of ours is gone; say
+		# so, and do not fail the run on the engine's state. The next up
+		# reuses the network.
+		echo "testnet: down: WARNING: the network $NETWORK stays: no container is attached, but the Docker engine says: $why (a stale endpoint in dockerd; restarting dockerd clears it)" >&2
+		log "down: containers, volumes, image $IMAGE and $GEN removed (the network stays, see above)"
+		return 0
 	fi
 	log "down: containers, network, volumes, image $IMAGE and $GEN removed"
 }
