@@ -202,6 +202,13 @@ const (
 	Result_STATUS_BUSY Result_Status = 4
 	// The request itself is wrong (bad peer ID, payload too large).
 	Result_STATUS_INVALID Result_Status = 5
+	// A direct message: the recipient is not attached anywhere, and a
+	// majority of its home cluster stored the message for it.
+	Result_STATUS_STORED Result_Status = 6
+	// A direct message: the recipient is offline and its home cluster
+	// refused to store the message: a quota (recipient's, sender's or the
+	// store's) is full. detail names it.
+	Result_STATUS_OVER_QUOTA Result_Status = 7
 )
 
 // Enum value maps for Result_Status.
@@ -213,6 +220,8 @@ var (
 		3: "STATUS_UNREACHABLE",
 		4: "STATUS_BUSY",
 		5: "STATUS_INVALID",
+		6: "STATUS_STORED",
+		7: "STATUS_OVER_QUOTA",
 	}
 	Result_Status_value = map[string]int32{
 		"STATUS_UNSPECIFIED": 0,
@@ -221,6 +230,8 @@ var (
 		"STATUS_UNREACHABLE": 3,
 		"STATUS_BUSY":        4,
 		"STATUS_INVALID":     5,
+		"STATUS_STORED":      6,
+		"STATUS_OVER_QUOTA":  7,
 	}
 )
 
@@ -781,6 +792,7 @@ type SessionFrame struct {
 	//	*SessionFrame_Gap
 	//	*SessionFrame_MembersRequest
 	//	*SessionFrame_Members
+	//	*SessionFrame_Resumed
 	Kind          isSessionFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -940,6 +952,15 @@ func (x *SessionFrame) GetMembers() *Members {
 	return nil
 }
 
+func (x *SessionFrame) GetResumed() *Resumed {
+	if x != nil {
+		if x, ok := x.Kind.(*SessionFrame_Resumed); ok {
+			return x.Resumed
+		}
+	}
+	return nil
+}
+
 type isSessionFrame_Kind interface {
 	isSessionFrame_Kind()
 }
@@ -1008,6 +1029,11 @@ type SessionFrame_Members struct {
 	Members *Members `protobuf:"bytes,13,opt,name=members,proto3,oneof"`
 }
 
+type SessionFrame_Resumed struct {
+	// supernode → client: a group resume is complete (see Resumed).
+	Resumed *Resumed `protobuf:"bytes,14,opt,name=resumed,proto3,oneof"`
+}
+
 func (*SessionFrame_Ping) isSessionFrame_Kind() {}
 
 func (*SessionFrame_Pong) isSessionFrame_Kind() {}
@@ -1033,6 +1059,8 @@ func (*SessionFrame_Gap) isSessionFrame_Kind() {}
 func (*SessionFrame_MembersRequest) isSessionFrame_Kind() {}
 
 func (*SessionFrame_Members) isSessionFrame_Kind() {}
+
+func (*SessionFrame_Resumed) isSessionFrame_Kind() {}
 
 // DirectMessage is one message from one peer to another.
 type DirectMessage struct {
@@ -1416,7 +1444,13 @@ type GroupOp struct {
 	// A libp2p signed envelope (domain overlayd-membership) of a
 	// MembershipClaim, signed by the client. A group home applies no
 	// membership without it.
-	Claim         []byte `protobuf:"bytes,3,opt,name=claim,proto3" json:"claim,omitempty"`
+	Claim []byte `protobuf:"bytes,3,opt,name=claim,proto3" json:"claim,omitempty"`
+	// join only: resume from (resume_epoch, resume_seq), the last group
+	// message this client delivered. The home replays what came after it
+	// before live traffic, then sends Resumed.
+	Resume        bool   `protobuf:"varint,4,opt,name=resume,proto3" json:"resume,omitempty"`
+	ResumeEpoch   uint64 `protobuf:"varint,5,opt,name=resume_epoch,json=resumeEpoch,proto3" json:"resume_epoch,omitempty"`
+	ResumeSeq     uint64 `protobuf:"varint,6,opt,name=resume_seq,json=resumeSeq,proto3" json:"resume_seq,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1470,6 +1504,27 @@ func (x *GroupOp) GetClaim() []byte {
 		return x.Claim
 	}
 	return nil
+}
+
+func (x *GroupOp) GetResume() bool {
+	if x != nil {
+		return x.Resume
+	}
+	return false
+}
+
+func (x *GroupOp) GetResumeEpoch() uint64 {
+	if x != nil {
+		return x.ResumeEpoch
+	}
+	return 0
+}
+
+func (x *GroupOp) GetResumeSeq() uint64 {
+	if x != nil {
+		return x.ResumeSeq
+	}
+	return 0
 }
 
 // MembershipClaim is what a client signs to join or leave a group at the
@@ -1928,6 +1983,77 @@ func (x *Gap) GetDropped() uint64 {
 	return 0
 }
 
+// Resumed ends a group resume: the home replayed the group's messages
+// through (epoch, seq); missed counts those the member asked for that the
+// home's replay log no longer held (0: nothing was lost).
+type Resumed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Missed        uint64                 `protobuf:"varint,4,opt,name=missed,proto3" json:"missed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resumed) Reset() {
+	*x = Resumed{}
+	mi := &file_pb_overlayd_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resumed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resumed) ProtoMessage() {}
+
+func (x *Resumed) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resumed.ProtoReflect.Descriptor instead.
+func (*Resumed) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Resumed) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Resumed) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Resumed) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Resumed) GetMissed() uint64 {
+	if x != nil {
+		return x.Missed
+	}
+	return 0
+}
+
 type MembersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1938,7 +2064,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_pb_overlayd_proto_msgTypes[19]
+	mi := &file_pb_overlayd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2076,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[19]
+	mi := &file_pb_overlayd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2089,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{19}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *MembersRequest) GetId() []byte {
@@ -1992,7 +2118,7 @@ type Members struct {
 
 func (x *Members) Reset() {
 	*x = Members{}
-	mi := &file_pb_overlayd_proto_msgTypes[20]
+	mi := &file_pb_overlayd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2130,7 @@ func (x *Members) String() string {
 func (*Members) ProtoMessage() {}
 
 func (x *Members) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[20]
+	mi := &file_pb_overlayd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2143,7 @@ func (x *Members) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Members.ProtoReflect.Descriptor instead.
 func (*Members) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{20}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Members) GetId() []byte {
@@ -2062,6 +2188,12 @@ type RelayFrame struct {
 	//	*RelayFrame_Publish
 	//	*RelayFrame_GroupMessage
 	//	*RelayFrame_PublishResult
+	//	*RelayFrame_ReplayDone
+	//	*RelayFrame_Store
+	//	*RelayFrame_StoreResult
+	//	*RelayFrame_Replica
+	//	*RelayFrame_ReplicaAck
+	//	*RelayFrame_ReplicaSync
 	Kind          isRelayFrame_Kind `protobuf_oneof:"kind"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2069,7 +2201,7 @@ type RelayFrame struct {
 
 func (x *RelayFrame) Reset() {
 	*x = RelayFrame{}
-	mi := &file_pb_overlayd_proto_msgTypes[21]
+	mi := &file_pb_overlayd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2081,7 +2213,7 @@ func (x *RelayFrame) String() string {
 func (*RelayFrame) ProtoMessage() {}
 
 func (x *RelayFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[21]
+	mi := &file_pb_overlayd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2094,7 +2226,7 @@ func (x *RelayFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayFrame.ProtoReflect.Descriptor instead.
 func (*RelayFrame) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{21}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RelayFrame) GetKind() isRelayFrame_Kind {
@@ -2176,6 +2308,60 @@ func (x *RelayFrame) GetPublishResult() *PublishResult {
 	return nil
 }
 
+func (x *RelayFrame) GetReplayDone() *ReplayDone {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_ReplayDone); ok {
+			return x.ReplayDone
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetStore() *StoreRequest {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_Store); ok {
+			return x.Store
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetStoreResult() *StoreResult {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_StoreResult); ok {
+			return x.StoreResult
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetReplica() *GroupMessage {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_Replica); ok {
+			return x.Replica
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetReplicaAck() *ReplicaAck {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_ReplicaAck); ok {
+			return x.ReplicaAck
+		}
+	}
+	return nil
+}
+
+func (x *RelayFrame) GetReplicaSync() *ReplicaSync {
+	if x != nil {
+		if x, ok := x.Kind.(*RelayFrame_ReplicaSync); ok {
+			return x.ReplicaSync
+		}
+	}
+	return nil
+}
+
 type isRelayFrame_Kind interface {
 	isRelayFrame_Kind()
 }
@@ -2215,6 +2401,37 @@ type RelayFrame_PublishResult struct {
 	PublishResult *PublishResult `protobuf:"bytes,8,opt,name=publish_result,json=publishResult,proto3,oneof"`
 }
 
+type RelayFrame_ReplayDone struct {
+	// group home → member's supernode: a resume's replay is complete.
+	ReplayDone *ReplayDone `protobuf:"bytes,9,opt,name=replay_done,json=replayDone,proto3,oneof"`
+}
+
+type RelayFrame_Store struct {
+	// sender's supernode → recipient's home cluster: store a direct
+	// message for a recipient that is offline; answered by store_result.
+	Store *StoreRequest `protobuf:"bytes,10,opt,name=store,proto3,oneof"`
+}
+
+type RelayFrame_StoreResult struct {
+	StoreResult *StoreResult `protobuf:"bytes,11,opt,name=store_result,json=storeResult,proto3,oneof"`
+}
+
+type RelayFrame_Replica struct {
+	// group home → the next members of the group's home cluster: hold a
+	// copy of a numbered message; answered by replica_ack.
+	Replica *GroupMessage `protobuf:"bytes,12,opt,name=replica,proto3,oneof"`
+}
+
+type RelayFrame_ReplicaAck struct {
+	ReplicaAck *ReplicaAck `protobuf:"bytes,13,opt,name=replica_ack,json=replicaAck,proto3,oneof"`
+}
+
+type RelayFrame_ReplicaSync struct {
+	// new group home → another home-cluster member: send the replicas
+	// you hold of group after (epoch, after_seq), as replica frames.
+	ReplicaSync *ReplicaSync `protobuf:"bytes,14,opt,name=replica_sync,json=replicaSync,proto3,oneof"`
+}
+
 func (*RelayFrame_Deliver) isRelayFrame_Kind() {}
 
 func (*RelayFrame_Ack) isRelayFrame_Kind() {}
@@ -2231,6 +2448,319 @@ func (*RelayFrame_GroupMessage) isRelayFrame_Kind() {}
 
 func (*RelayFrame_PublishResult) isRelayFrame_Kind() {}
 
+func (*RelayFrame_ReplayDone) isRelayFrame_Kind() {}
+
+func (*RelayFrame_Store) isRelayFrame_Kind() {}
+
+func (*RelayFrame_StoreResult) isRelayFrame_Kind() {}
+
+func (*RelayFrame_Replica) isRelayFrame_Kind() {}
+
+func (*RelayFrame_ReplicaAck) isRelayFrame_Kind() {}
+
+func (*RelayFrame_ReplicaSync) isRelayFrame_Kind() {}
+
+// ReplayDone ends a replay to a member's supernode. member names the
+// client that resumed; empty, the replay was for every member of the group
+// at that supernode.
+type ReplayDone struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        []byte                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Resumed       *Resumed               `protobuf:"bytes,2,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplayDone) Reset() {
+	*x = ReplayDone{}
+	mi := &file_pb_overlayd_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplayDone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplayDone) ProtoMessage() {}
+
+func (x *ReplayDone) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplayDone.ProtoReflect.Descriptor instead.
+func (*ReplayDone) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ReplayDone) GetMember() []byte {
+	if x != nil {
+		return x.Member
+	}
+	return nil
+}
+
+func (x *ReplayDone) GetResumed() *Resumed {
+	if x != nil {
+		return x.Resumed
+	}
+	return nil
+}
+
+// StoreRequest asks a member of the recipient's home cluster to store a
+// direct message until the recipient attaches or expires_unix_ms passes.
+type StoreRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Message       *DirectMessage         `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	ExpiresUnixMs int64                  `protobuf:"varint,2,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreRequest) Reset() {
+	*x = StoreRequest{}
+	mi := &file_pb_overlayd_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreRequest) ProtoMessage() {}
+
+func (x *StoreRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreRequest.ProtoReflect.Descriptor instead.
+func (*StoreRequest) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *StoreRequest) GetMessage() *DirectMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *StoreRequest) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+// StoreResult answers a StoreRequest: STATUS_STORED, STATUS_OVER_QUOTA,
+// STATUS_BUSY or STATUS_INVALID, for message id of sender from.
+type StoreResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            []byte                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	From          []byte                 `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	Status        Result_Status          `protobuf:"varint,3,opt,name=status,proto3,enum=overlayd.v1.Result_Status" json:"status,omitempty"`
+	Detail        string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreResult) Reset() {
+	*x = StoreResult{}
+	mi := &file_pb_overlayd_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreResult) ProtoMessage() {}
+
+func (x *StoreResult) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreResult.ProtoReflect.Descriptor instead.
+func (*StoreResult) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *StoreResult) GetId() []byte {
+	if x != nil {
+		return x.Id
+	}
+	return nil
+}
+
+func (x *StoreResult) GetFrom() []byte {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *StoreResult) GetStatus() Result_Status {
+	if x != nil {
+		return x.Status
+	}
+	return Result_STATUS_UNSPECIFIED
+}
+
+func (x *StoreResult) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// ReplicaAck says a home-cluster member holds the replica of message
+// (group, epoch, seq).
+type ReplicaAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaAck) Reset() {
+	*x = ReplicaAck{}
+	mi := &file_pb_overlayd_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaAck) ProtoMessage() {}
+
+func (x *ReplicaAck) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaAck.ProtoReflect.Descriptor instead.
+func (*ReplicaAck) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReplicaAck) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ReplicaAck) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ReplicaAck) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+type ReplicaSync struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	AfterSeq      uint64                 `protobuf:"varint,3,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaSync) Reset() {
+	*x = ReplicaSync{}
+	mi := &file_pb_overlayd_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaSync) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaSync) ProtoMessage() {}
+
+func (x *ReplicaSync) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaSync.ProtoReflect.Descriptor instead.
+func (*ReplicaSync) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReplicaSync) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ReplicaSync) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ReplicaSync) GetAfterSeq() uint64 {
+	if x != nil {
+		return x.AfterSeq
+	}
+	return 0
+}
+
 // PublishResult routes a publish's Result to the publishing client.
 type PublishResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2242,7 +2772,7 @@ type PublishResult struct {
 
 func (x *PublishResult) Reset() {
 	*x = PublishResult{}
-	mi := &file_pb_overlayd_proto_msgTypes[22]
+	mi := &file_pb_overlayd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2254,7 +2784,7 @@ func (x *PublishResult) String() string {
 func (*PublishResult) ProtoMessage() {}
 
 func (x *PublishResult) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[22]
+	mi := &file_pb_overlayd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2267,7 +2797,7 @@ func (x *PublishResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResult.ProtoReflect.Descriptor instead.
 func (*PublishResult) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{22}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PublishResult) GetTo() []byte {
@@ -2300,7 +2830,7 @@ type PresenceRecord struct {
 
 func (x *PresenceRecord) Reset() {
 	*x = PresenceRecord{}
-	mi := &file_pb_overlayd_proto_msgTypes[23]
+	mi := &file_pb_overlayd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2842,7 @@ func (x *PresenceRecord) String() string {
 func (*PresenceRecord) ProtoMessage() {}
 
 func (x *PresenceRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[23]
+	mi := &file_pb_overlayd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2855,7 @@ func (x *PresenceRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceRecord.ProtoReflect.Descriptor instead.
 func (*PresenceRecord) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{23}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PresenceRecord) GetClient() []byte {
@@ -2375,7 +2905,7 @@ type PresenceClaim struct {
 
 func (x *PresenceClaim) Reset() {
 	*x = PresenceClaim{}
-	mi := &file_pb_overlayd_proto_msgTypes[24]
+	mi := &file_pb_overlayd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2387,7 +2917,7 @@ func (x *PresenceClaim) String() string {
 func (*PresenceClaim) ProtoMessage() {}
 
 func (x *PresenceClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[24]
+	mi := &file_pb_overlayd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2400,7 +2930,7 @@ func (x *PresenceClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceClaim.ProtoReflect.Descriptor instead.
 func (*PresenceClaim) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{24}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PresenceClaim) GetSupernode() []byte {
@@ -2426,7 +2956,7 @@ type PresenceBatch struct {
 
 func (x *PresenceBatch) Reset() {
 	*x = PresenceBatch{}
-	mi := &file_pb_overlayd_proto_msgTypes[25]
+	mi := &file_pb_overlayd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2968,7 @@ func (x *PresenceBatch) String() string {
 func (*PresenceBatch) ProtoMessage() {}
 
 func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[25]
+	mi := &file_pb_overlayd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,7 +2981,7 @@ func (x *PresenceBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PresenceBatch.ProtoReflect.Descriptor instead.
 func (*PresenceBatch) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{25}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PresenceBatch) GetRecords() []*PresenceRecord {
@@ -2477,14 +3007,23 @@ type MembershipRecord struct {
 	// The member's signed MembershipClaim. A home applies a join only with
 	// a claim the member signed for this group at this supernode; a leave
 	// without one only removes a member recorded at the sending supernode.
-	Claim         []byte `protobuf:"bytes,6,opt,name=claim,proto3" json:"claim,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Claim []byte `protobuf:"bytes,6,opt,name=claim,proto3" json:"claim,omitempty"`
+	// resume: replay the group's messages after (resume_epoch, resume_seq)
+	// to this supernode before live traffic. supernode_resume: the position
+	// is the supernode's (the last message it fanned out to its members,
+	// sent when the group's home changed), and the replay is for all of its
+	// members; otherwise it is the member's own (GroupOp.resume).
+	Resume          bool   `protobuf:"varint,7,opt,name=resume,proto3" json:"resume,omitempty"`
+	ResumeEpoch     uint64 `protobuf:"varint,8,opt,name=resume_epoch,json=resumeEpoch,proto3" json:"resume_epoch,omitempty"`
+	ResumeSeq       uint64 `protobuf:"varint,9,opt,name=resume_seq,json=resumeSeq,proto3" json:"resume_seq,omitempty"`
+	SupernodeResume bool   `protobuf:"varint,10,opt,name=supernode_resume,json=supernodeResume,proto3" json:"supernode_resume,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *MembershipRecord) Reset() {
 	*x = MembershipRecord{}
-	mi := &file_pb_overlayd_proto_msgTypes[26]
+	mi := &file_pb_overlayd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +3035,7 @@ func (x *MembershipRecord) String() string {
 func (*MembershipRecord) ProtoMessage() {}
 
 func (x *MembershipRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[26]
+	mi := &file_pb_overlayd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +3048,7 @@ func (x *MembershipRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipRecord.ProtoReflect.Descriptor instead.
 func (*MembershipRecord) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{26}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *MembershipRecord) GetGroup() string {
@@ -2554,6 +3093,34 @@ func (x *MembershipRecord) GetClaim() []byte {
 	return nil
 }
 
+func (x *MembershipRecord) GetResume() bool {
+	if x != nil {
+		return x.Resume
+	}
+	return false
+}
+
+func (x *MembershipRecord) GetResumeEpoch() uint64 {
+	if x != nil {
+		return x.ResumeEpoch
+	}
+	return 0
+}
+
+func (x *MembershipRecord) GetResumeSeq() uint64 {
+	if x != nil {
+		return x.ResumeSeq
+	}
+	return 0
+}
+
+func (x *MembershipRecord) GetSupernodeResume() bool {
+	if x != nil {
+		return x.SupernodeResume
+	}
+	return false
+}
+
 type MembershipBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Records       []*MembershipRecord    `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
@@ -2563,7 +3130,7 @@ type MembershipBatch struct {
 
 func (x *MembershipBatch) Reset() {
 	*x = MembershipBatch{}
-	mi := &file_pb_overlayd_proto_msgTypes[27]
+	mi := &file_pb_overlayd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2575,7 +3142,7 @@ func (x *MembershipBatch) String() string {
 func (*MembershipBatch) ProtoMessage() {}
 
 func (x *MembershipBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[27]
+	mi := &file_pb_overlayd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2588,7 +3155,7 @@ func (x *MembershipBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembershipBatch.ProtoReflect.Descriptor instead.
 func (*MembershipBatch) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{27}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *MembershipBatch) GetRecords() []*MembershipRecord {
@@ -2610,7 +3177,7 @@ type LookupRequest struct {
 
 func (x *LookupRequest) Reset() {
 	*x = LookupRequest{}
-	mi := &file_pb_overlayd_proto_msgTypes[28]
+	mi := &file_pb_overlayd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2622,7 +3189,7 @@ func (x *LookupRequest) String() string {
 func (*LookupRequest) ProtoMessage() {}
 
 func (x *LookupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[28]
+	mi := &file_pb_overlayd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2635,7 +3202,7 @@ func (x *LookupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupRequest.ProtoReflect.Descriptor instead.
 func (*LookupRequest) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{28}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LookupRequest) GetClient() []byte {
@@ -2664,7 +3231,7 @@ type LookupResponse struct {
 
 func (x *LookupResponse) Reset() {
 	*x = LookupResponse{}
-	mi := &file_pb_overlayd_proto_msgTypes[29]
+	mi := &file_pb_overlayd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2676,7 +3243,7 @@ func (x *LookupResponse) String() string {
 func (*LookupResponse) ProtoMessage() {}
 
 func (x *LookupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[29]
+	mi := &file_pb_overlayd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2689,7 +3256,7 @@ func (x *LookupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LookupResponse.ProtoReflect.Descriptor instead.
 func (*LookupResponse) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{29}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *LookupResponse) GetFound() bool {
@@ -2731,7 +3298,7 @@ type Ping struct {
 
 func (x *Ping) Reset() {
 	*x = Ping{}
-	mi := &file_pb_overlayd_proto_msgTypes[30]
+	mi := &file_pb_overlayd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +3310,7 @@ func (x *Ping) String() string {
 func (*Ping) ProtoMessage() {}
 
 func (x *Ping) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[30]
+	mi := &file_pb_overlayd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +3323,7 @@ func (x *Ping) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ping.ProtoReflect.Descriptor instead.
 func (*Ping) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{30}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Ping) GetSeq() uint64 {
@@ -2776,7 +3343,7 @@ type Pong struct {
 
 func (x *Pong) Reset() {
 	*x = Pong{}
-	mi := &file_pb_overlayd_proto_msgTypes[31]
+	mi := &file_pb_overlayd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2788,7 +3355,7 @@ func (x *Pong) String() string {
 func (*Pong) ProtoMessage() {}
 
 func (x *Pong) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[31]
+	mi := &file_pb_overlayd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2801,7 +3368,7 @@ func (x *Pong) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pong.ProtoReflect.Descriptor instead.
 func (*Pong) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{31}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Pong) GetSeq() uint64 {
@@ -2828,7 +3395,7 @@ type Detach struct {
 
 func (x *Detach) Reset() {
 	*x = Detach{}
-	mi := &file_pb_overlayd_proto_msgTypes[32]
+	mi := &file_pb_overlayd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2840,7 +3407,7 @@ func (x *Detach) String() string {
 func (*Detach) ProtoMessage() {}
 
 func (x *Detach) ProtoReflect() protoreflect.Message {
-	mi := &file_pb_overlayd_proto_msgTypes[32]
+	mi := &file_pb_overlayd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2853,7 +3420,7 @@ func (x *Detach) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Detach.ProtoReflect.Descriptor instead.
 func (*Detach) Descriptor() ([]byte, []int) {
-	return file_pb_overlayd_proto_rawDescGZIP(), []int{32}
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Detach) GetReason() string {
@@ -2932,7 +3499,7 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTATUS_ACCEPT\x10\x01\x12\x0f\n" +
 	"\vSTATUS_BUSY\x10\x02\x12\x13\n" +
-	"\x0fSTATUS_REDIRECT\x10\x03\"\xa2\x05\n" +
+	"\x0fSTATUS_REDIRECT\x10\x03\"\xd4\x05\n" +
 	"\fSessionFrame\x12'\n" +
 	"\x04ping\x18\x01 \x01(\v2\x11.overlayd.v1.PingH\x00R\x04ping\x12'\n" +
 	"\x04pong\x18\x02 \x01(\v2\x11.overlayd.v1.PongH\x00R\x04pong\x12-\n" +
@@ -2947,7 +3514,8 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	" \x01(\v2\x19.overlayd.v1.GroupMessageH\x00R\fgroupMessage\x12$\n" +
 	"\x03gap\x18\v \x01(\v2\x10.overlayd.v1.GapH\x00R\x03gap\x12F\n" +
 	"\x0fmembers_request\x18\f \x01(\v2\x1b.overlayd.v1.MembersRequestH\x00R\x0emembersRequest\x120\n" +
-	"\amembers\x18\r \x01(\v2\x14.overlayd.v1.MembersH\x00R\amembersB\x06\n" +
+	"\amembers\x18\r \x01(\v2\x14.overlayd.v1.MembersH\x00R\amembers\x120\n" +
+	"\aresumed\x18\x0e \x01(\v2\x14.overlayd.v1.ResumedH\x00R\aresumedB\x06\n" +
 	"\x04kind\"\x8d\x01\n" +
 	"\rDirectMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
@@ -2972,24 +3540,30 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x06signed\x18\x05 \x01(\fR\x06signed\"3\n" +
 	"\tAckRecord\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x16\n" +
-	"\x06sender\x18\x02 \x01(\fR\x06sender\"\x8f\x02\n" +
+	"\x06sender\x18\x02 \x01(\fR\x06sender\"\xb9\x02\n" +
 	"\x06Result\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x122\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x1a.overlayd.v1.Result.StatusR\x06status\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x10\n" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x14\n" +
-	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\x80\x01\n" +
+	"\x05epoch\x18\x05 \x01(\x04R\x05epoch\"\xaa\x01\n" +
 	"\x06Status\x12\x16\n" +
 	"\x12STATUS_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tSTATUS_OK\x10\x01\x12\x12\n" +
 	"\x0eSTATUS_OFFLINE\x10\x02\x12\x16\n" +
 	"\x12STATUS_UNREACHABLE\x10\x03\x12\x0f\n" +
 	"\vSTATUS_BUSY\x10\x04\x12\x12\n" +
-	"\x0eSTATUS_INVALID\x10\x05\"I\n" +
+	"\x0eSTATUS_INVALID\x10\x05\x12\x11\n" +
+	"\rSTATUS_STORED\x10\x06\x12\x15\n" +
+	"\x11STATUS_OVER_QUOTA\x10\a\"\xa3\x01\n" +
 	"\aGroupOp\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
 	"\x04join\x18\x02 \x01(\bR\x04join\x12\x14\n" +
-	"\x05claim\x18\x03 \x01(\fR\x05claim\"k\n" +
+	"\x05claim\x18\x03 \x01(\fR\x05claim\x12\x16\n" +
+	"\x06resume\x18\x04 \x01(\bR\x06resume\x12!\n" +
+	"\fresume_epoch\x18\x05 \x01(\x04R\vresumeEpoch\x12\x1d\n" +
+	"\n" +
+	"resume_seq\x18\x06 \x01(\x04R\tresumeSeq\"k\n" +
 	"\x0fMembershipClaim\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1c\n" +
 	"\tsupernode\x18\x02 \x01(\fR\tsupernode\x12\x12\n" +
@@ -3023,7 +3597,12 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\apublish\x18\b \x01(\fR\apublish\x12\x14\n" +
 	"\x05stamp\x18\t \x01(\fR\x05stamp\"\x1f\n" +
 	"\x03Gap\x12\x18\n" +
-	"\adropped\x18\x01 \x01(\x04R\adropped\"6\n" +
+	"\adropped\x18\x01 \x01(\x04R\adropped\"_\n" +
+	"\aResumed\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06missed\x18\x04 \x01(\x04R\x06missed\"6\n" +
 	"\x0eMembersRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\"_\n" +
@@ -3031,7 +3610,7 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\x12\x18\n" +
 	"\amembers\x18\x03 \x03(\fR\amembers\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\xdc\x03\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xbc\x06\n" +
 	"\n" +
 	"RelayFrame\x126\n" +
 	"\adeliver\x18\x01 \x01(\v2\x1a.overlayd.v1.DirectMessageH\x00R\adeliver\x12$\n" +
@@ -3043,8 +3622,38 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"membership\x125\n" +
 	"\apublish\x18\x06 \x01(\v2\x19.overlayd.v1.GroupPublishH\x00R\apublish\x12@\n" +
 	"\rgroup_message\x18\a \x01(\v2\x19.overlayd.v1.GroupMessageH\x00R\fgroupMessage\x12C\n" +
-	"\x0epublish_result\x18\b \x01(\v2\x1a.overlayd.v1.PublishResultH\x00R\rpublishResultB\x06\n" +
-	"\x04kind\"L\n" +
+	"\x0epublish_result\x18\b \x01(\v2\x1a.overlayd.v1.PublishResultH\x00R\rpublishResult\x12:\n" +
+	"\vreplay_done\x18\t \x01(\v2\x17.overlayd.v1.ReplayDoneH\x00R\n" +
+	"replayDone\x121\n" +
+	"\x05store\x18\n" +
+	" \x01(\v2\x19.overlayd.v1.StoreRequestH\x00R\x05store\x12=\n" +
+	"\fstore_result\x18\v \x01(\v2\x18.overlayd.v1.StoreResultH\x00R\vstoreResult\x125\n" +
+	"\areplica\x18\f \x01(\v2\x19.overlayd.v1.GroupMessageH\x00R\areplica\x12:\n" +
+	"\vreplica_ack\x18\r \x01(\v2\x17.overlayd.v1.ReplicaAckH\x00R\n" +
+	"replicaAck\x12=\n" +
+	"\freplica_sync\x18\x0e \x01(\v2\x18.overlayd.v1.ReplicaSyncH\x00R\vreplicaSyncB\x06\n" +
+	"\x04kind\"T\n" +
+	"\n" +
+	"ReplayDone\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\fR\x06member\x12.\n" +
+	"\aresumed\x18\x02 \x01(\v2\x14.overlayd.v1.ResumedR\aresumed\"l\n" +
+	"\fStoreRequest\x124\n" +
+	"\amessage\x18\x01 \x01(\v2\x1a.overlayd.v1.DirectMessageR\amessage\x12&\n" +
+	"\x0fexpires_unix_ms\x18\x02 \x01(\x03R\rexpiresUnixMs\"}\n" +
+	"\vStoreResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\fR\x02id\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\fR\x04from\x122\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x1a.overlayd.v1.Result.StatusR\x06status\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\"J\n" +
+	"\n" +
+	"ReplicaAck\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"V\n" +
+	"\vReplicaSync\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1b\n" +
+	"\tafter_seq\x18\x03 \x01(\x04R\bafterSeq\"L\n" +
 	"\rPublishResult\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\fR\x02to\x12+\n" +
 	"\x06result\x18\x02 \x01(\v2\x13.overlayd.v1.ResultR\x06result\"\x97\x01\n" +
@@ -3060,14 +3669,20 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\vsession_seq\x18\x02 \x01(\x04R\n" +
 	"sessionSeq\"F\n" +
 	"\rPresenceBatch\x125\n" +
-	"\arecords\x18\x01 \x03(\v2\x1b.overlayd.v1.PresenceRecordR\arecords\"\xa2\x01\n" +
+	"\arecords\x18\x01 \x03(\v2\x1b.overlayd.v1.PresenceRecordR\arecords\"\xa7\x02\n" +
 	"\x10MembershipRecord\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06member\x18\x02 \x01(\fR\x06member\x12\x1c\n" +
 	"\tsupernode\x18\x03 \x01(\fR\tsupernode\x12\x12\n" +
 	"\x04join\x18\x04 \x01(\bR\x04join\x12\x18\n" +
 	"\arefresh\x18\x05 \x01(\bR\arefresh\x12\x14\n" +
-	"\x05claim\x18\x06 \x01(\fR\x05claim\"J\n" +
+	"\x05claim\x18\x06 \x01(\fR\x05claim\x12\x16\n" +
+	"\x06resume\x18\a \x01(\bR\x06resume\x12!\n" +
+	"\fresume_epoch\x18\b \x01(\x04R\vresumeEpoch\x12\x1d\n" +
+	"\n" +
+	"resume_seq\x18\t \x01(\x04R\tresumeSeq\x12)\n" +
+	"\x10supernode_resume\x18\n" +
+	" \x01(\bR\x0fsupernodeResume\"J\n" +
 	"\x0fMembershipBatch\x127\n" +
 	"\arecords\x18\x01 \x03(\v2\x1d.overlayd.v1.MembershipRecordR\arecords\"=\n" +
 	"\rLookupRequest\x12\x16\n" +
@@ -3104,7 +3719,7 @@ func file_pb_overlayd_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_overlayd_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_pb_overlayd_proto_goTypes = []any{
 	(Role)(0),                  // 0: overlayd.v1.Role
 	(AttachRequest_Reason)(0),  // 1: overlayd.v1.AttachRequest.Reason
@@ -3129,20 +3744,26 @@ var file_pb_overlayd_proto_goTypes = []any{
 	(*GroupStamp)(nil),         // 20: overlayd.v1.GroupStamp
 	(*GroupMessage)(nil),       // 21: overlayd.v1.GroupMessage
 	(*Gap)(nil),                // 22: overlayd.v1.Gap
-	(*MembersRequest)(nil),     // 23: overlayd.v1.MembersRequest
-	(*Members)(nil),            // 24: overlayd.v1.Members
-	(*RelayFrame)(nil),         // 25: overlayd.v1.RelayFrame
-	(*PublishResult)(nil),      // 26: overlayd.v1.PublishResult
-	(*PresenceRecord)(nil),     // 27: overlayd.v1.PresenceRecord
-	(*PresenceClaim)(nil),      // 28: overlayd.v1.PresenceClaim
-	(*PresenceBatch)(nil),      // 29: overlayd.v1.PresenceBatch
-	(*MembershipRecord)(nil),   // 30: overlayd.v1.MembershipRecord
-	(*MembershipBatch)(nil),    // 31: overlayd.v1.MembershipBatch
-	(*LookupRequest)(nil),      // 32: overlayd.v1.LookupRequest
-	(*LookupResponse)(nil),     // 33: overlayd.v1.LookupResponse
-	(*Ping)(nil),               // 34: overlayd.v1.Ping
-	(*Pong)(nil),               // 35: overlayd.v1.Pong
-	(*Detach)(nil),             // 36: overlayd.v1.Detach
+	(*Resumed)(nil),            // 23: overlayd.v1.Resumed
+	(*MembersRequest)(nil),     // 24: overlayd.v1.MembersRequest
+	(*Members)(nil),            // 25: overlayd.v1.Members
+	(*RelayFrame)(nil),         // 26: overlayd.v1.RelayFrame
+	(*ReplayDone)(nil),         // 27: overlayd.v1.ReplayDone
+	(*StoreRequest)(nil),       // 28: overlayd.v1.StoreRequest
+	(*StoreResult)(nil),        // 29: overlayd.v1.StoreResult
+	(*ReplicaAck)(nil),         // 30: overlayd.v1.ReplicaAck
+	(*ReplicaSync)(nil),        // 31: overlayd.v1.ReplicaSync
+	(*PublishResult)(nil),      // 32: overlayd.v1.PublishResult
+	(*PresenceRecord)(nil),     // 33: overlayd.v1.PresenceRecord
+	(*PresenceClaim)(nil),      // 34: overlayd.v1.PresenceClaim
+	(*PresenceBatch)(nil),      // 35: overlayd.v1.PresenceBatch
+	(*MembershipRecord)(nil),   // 36: overlayd.v1.MembershipRecord
+	(*MembershipBatch)(nil),    // 37: overlayd.v1.MembershipBatch
+	(*LookupRequest)(nil),      // 38: overlayd.v1.LookupRequest
+	(*LookupResponse)(nil),     // 39: overlayd.v1.LookupResponse
+	(*Ping)(nil),               // 40: overlayd.v1.Ping
+	(*Pong)(nil),               // 41: overlayd.v1.Pong
+	(*Detach)(nil),             // 42: overlayd.v1.Detach
 }
 var file_pb_overlayd_proto_depIdxs = []int32{
 	0,  // 0: overlayd.v1.Announcement.role:type_name -> overlayd.v1.Role
@@ -3150,9 +3771,9 @@ var file_pb_overlayd_proto_depIdxs = []int32{
 	1,  // 2: overlayd.v1.AttachRequest.reason:type_name -> overlayd.v1.AttachRequest.Reason
 	2,  // 3: overlayd.v1.AttachResponse.status:type_name -> overlayd.v1.AttachResponse.Status
 	7,  // 4: overlayd.v1.AttachResponse.alternatives:type_name -> overlayd.v1.PeerAddrs
-	34, // 5: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
-	35, // 6: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
-	36, // 7: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
+	40, // 5: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
+	41, // 6: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
+	42, // 7: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
 	11, // 8: overlayd.v1.SessionFrame.send:type_name -> overlayd.v1.DirectMessage
 	11, // 9: overlayd.v1.SessionFrame.deliver:type_name -> overlayd.v1.DirectMessage
 	13, // 10: overlayd.v1.SessionFrame.ack:type_name -> overlayd.v1.Ack
@@ -3161,26 +3782,36 @@ var file_pb_overlayd_proto_depIdxs = []int32{
 	18, // 13: overlayd.v1.SessionFrame.publish:type_name -> overlayd.v1.GroupPublish
 	21, // 14: overlayd.v1.SessionFrame.group_message:type_name -> overlayd.v1.GroupMessage
 	22, // 15: overlayd.v1.SessionFrame.gap:type_name -> overlayd.v1.Gap
-	23, // 16: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
-	24, // 17: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
-	3,  // 18: overlayd.v1.Result.status:type_name -> overlayd.v1.Result.Status
-	11, // 19: overlayd.v1.RelayFrame.deliver:type_name -> overlayd.v1.DirectMessage
-	13, // 20: overlayd.v1.RelayFrame.ack:type_name -> overlayd.v1.Ack
-	11, // 21: overlayd.v1.RelayFrame.nack:type_name -> overlayd.v1.DirectMessage
-	29, // 22: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
-	31, // 23: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
-	18, // 24: overlayd.v1.RelayFrame.publish:type_name -> overlayd.v1.GroupPublish
-	21, // 25: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
-	26, // 26: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
-	15, // 27: overlayd.v1.PublishResult.result:type_name -> overlayd.v1.Result
-	27, // 28: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
-	30, // 29: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
-	7,  // 30: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	24, // 16: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
+	25, // 17: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
+	23, // 18: overlayd.v1.SessionFrame.resumed:type_name -> overlayd.v1.Resumed
+	3,  // 19: overlayd.v1.Result.status:type_name -> overlayd.v1.Result.Status
+	11, // 20: overlayd.v1.RelayFrame.deliver:type_name -> overlayd.v1.DirectMessage
+	13, // 21: overlayd.v1.RelayFrame.ack:type_name -> overlayd.v1.Ack
+	11, // 22: overlayd.v1.RelayFrame.nack:type_name -> overlayd.v1.DirectMessage
+	35, // 23: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
+	37, // 24: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
+	18, // 25: overlayd.v1.RelayFrame.publish:type_name -> overlayd.v1.GroupPublish
+	21, // 26: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	32, // 27: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
+	27, // 28: overlayd.v1.RelayFrame.replay_done:type_name -> overlayd.v1.ReplayDone
+	28, // 29: overlayd.v1.RelayFrame.store:type_name -> overlayd.v1.StoreRequest
+	29, // 30: overlayd.v1.RelayFrame.store_result:type_name -> overlayd.v1.StoreResult
+	21, // 31: overlayd.v1.RelayFrame.replica:type_name -> overlayd.v1.GroupMessage
+	30, // 32: overlayd.v1.RelayFrame.replica_ack:type_name -> overlayd.v1.ReplicaAck
+	31, // 33: overlayd.v1.RelayFrame.replica_sync:type_name -> overlayd.v1.ReplicaSync
+	23, // 34: overlayd.v1.ReplayDone.resumed:type_name -> overlayd.v1.Resumed
+	11, // 35: overlayd.v1.StoreRequest.message:type_name -> overlayd.v1.DirectMessage
+	3,  // 36: overlayd.v1.StoreResult.status:type_name -> overlayd.v1.Result.Status
+	15, // 37: overlayd.v1.PublishResult.result:type_name -> overlayd.v1.Result
+	33, // 38: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
+	36, // 39: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
+	7,  // 40: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_pb_overlayd_proto_init() }
@@ -3202,8 +3833,9 @@ func file_pb_overlayd_proto_init() {
 		(*SessionFrame_Gap)(nil),
 		(*SessionFrame_MembersRequest)(nil),
 		(*SessionFrame_Members)(nil),
+		(*SessionFrame_Resumed)(nil),
 	}
-	file_pb_overlayd_proto_msgTypes[21].OneofWrappers = []any{
+	file_pb_overlayd_proto_msgTypes[22].OneofWrappers = []any{
 		(*RelayFrame_Deliver)(nil),
 		(*RelayFrame_Ack)(nil),
 		(*RelayFrame_Nack)(nil),
@@ -3212,6 +3844,12 @@ func file_pb_overlayd_proto_init() {
 		(*RelayFrame_Publish)(nil),
 		(*RelayFrame_GroupMessage)(nil),
 		(*RelayFrame_PublishResult)(nil),
+		(*RelayFrame_ReplayDone)(nil),
+		(*RelayFrame_Store)(nil),
+		(*RelayFrame_StoreResult)(nil),
+		(*RelayFrame_Replica)(nil),
+		(*RelayFrame_ReplicaAck)(nil),
+		(*RelayFrame_ReplicaSync)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3219,7 +3857,7 @@ func file_pb_overlayd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_overlayd_proto_rawDesc), len(file_pb_overlayd_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   33,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
