@@ -1987,11 +1987,14 @@ func (x *Gap) GetDropped() uint64 {
 // through (epoch, seq); missed counts those the member asked for that the
 // home's replay log no longer held (0: nothing was lost).
 type Resumed struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
-	Missed        uint64                 `protobuf:"varint,4,opt,name=missed,proto3" json:"missed,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Group  string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Epoch  uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Seq    uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	Missed uint64                 `protobuf:"varint,4,opt,name=missed,proto3" json:"missed,omitempty"`
+	// The home cannot count what was missed (its log starts in a later
+	// epoch than the member's position): missed is a lower bound.
+	MissedUnknown bool `protobuf:"varint,5,opt,name=missed_unknown,json=missedUnknown,proto3" json:"missed_unknown,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2052,6 +2055,13 @@ func (x *Resumed) GetMissed() uint64 {
 		return x.Missed
 	}
 	return 0
+}
+
+func (x *Resumed) GetMissedUnknown() bool {
+	if x != nil {
+		return x.MissedUnknown
+	}
+	return false
 }
 
 type MembersRequest struct {
@@ -2701,11 +2711,15 @@ func (x *ReplicaAck) GetSeq() uint64 {
 	return 0
 }
 
+// ReplicaSync asks for the replicas held of group after (epoch,
+// after_seq). The answer is those replica frames, then a ReplicaSync with
+// done set and (epoch, after_seq) the last position sent.
 type ReplicaSync struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	AfterSeq      uint64                 `protobuf:"varint,3,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
+	Done          bool                   `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2759,6 +2773,13 @@ func (x *ReplicaSync) GetAfterSeq() uint64 {
 		return x.AfterSeq
 	}
 	return 0
+}
+
+func (x *ReplicaSync) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
 }
 
 // PublishResult routes a publish's Result to the publishing client.
@@ -3597,12 +3618,13 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\apublish\x18\b \x01(\fR\apublish\x12\x14\n" +
 	"\x05stamp\x18\t \x01(\fR\x05stamp\"\x1f\n" +
 	"\x03Gap\x12\x18\n" +
-	"\adropped\x18\x01 \x01(\x04R\adropped\"_\n" +
+	"\adropped\x18\x01 \x01(\x04R\adropped\"\x86\x01\n" +
 	"\aResumed\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x16\n" +
-	"\x06missed\x18\x04 \x01(\x04R\x06missed\"6\n" +
+	"\x06missed\x18\x04 \x01(\x04R\x06missed\x12%\n" +
+	"\x0emissed_unknown\x18\x05 \x01(\bR\rmissedUnknown\"6\n" +
 	"\x0eMembersRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\fR\x02id\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\tR\x05group\"_\n" +
@@ -3649,11 +3671,12 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"ReplicaAck\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x04R\x03seq\"V\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"j\n" +
 	"\vReplicaSync\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1b\n" +
-	"\tafter_seq\x18\x03 \x01(\x04R\bafterSeq\"L\n" +
+	"\tafter_seq\x18\x03 \x01(\x04R\bafterSeq\x12\x12\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\"L\n" +
 	"\rPublishResult\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\fR\x02to\x12+\n" +
 	"\x06result\x18\x02 \x01(\v2\x13.overlayd.v1.ResultR\x06result\"\x97\x01\n" +
