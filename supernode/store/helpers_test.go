@@ -115,3 +115,6 @@ func positions(es []Entry) []Pos {
 func entry(epoch, seq uint64) Entry {
 	return Entry{Epoch: epoch, Seq: seq, Data: []byte(fmt.Sprintf("m%d.%d", epoch, seq))}
 }
+
+// limits is the store's effective limits, defaults filled in.
+func (ts *testStore) limits() Limits { return ts.Store.lim }
