@@ -32,6 +32,7 @@ import (
 	"github.com/overlayd/overlayd/supernode"
 	"github.com/overlayd/overlayd/supernode/capacity"
 	"github.com/overlayd/overlayd/supernode/fanout"
+	"github.com/overlayd/overlayd/supernode/store"
 )
 
 // Node is one overlayd daemon.
@@ -83,6 +84,7 @@ type Node struct {
 	sems      *capacity.Set
 	admission *supernode.Admission
 	router    *supernode.Router
+	store     *store.Store // the supernode's replay logs and offline messages
 	engine    *fanout.Engine
 	client    *client.Client // ordinary and auto nodes; nil on a pinned supernode
 	bootstrap []peer.AddrInfo
@@ -446,6 +448,9 @@ func (n *Node) Close() error {
 	}
 	if n.engine != nil {
 		n.engine.Close()
+	}
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
 	}
 	n.log.Info("stopped")
 	return errors.Join(errs...)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"math/rand/v2"
+	"path/filepath"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/overlayd/overlayd/supernode"
 	"github.com/overlayd/overlayd/supernode/capacity"
 	"github.com/overlayd/overlayd/supernode/fanout"
+	"github.com/overlayd/overlayd/supernode/store"
 )
 
 // startSupernode sets up the supernode role: capacity semaphores, the
@@ -41,6 +43,15 @@ func (n *Node) startSupernode() error {
 		return err
 	}
 	n.engine.Start()
+	// The store: what this supernode holds for others survives a
+	// restart with the same data dir; a corrupt one stops the start.
+	if err := EnsureDataDir(n.cfg.DataDir); err != nil {
+		return err
+	}
+	n.store, err = store.Open(filepath.Join(n.cfg.DataDir, "store.db"), store.Limits{}, store.WithClock(n.now))
+	if err != nil {
+		return err
+	}
 	n.router, err = supernode.NewRouter(n.host, n.admission, supernode.RouterConfig{
 		Ring:        n.rings.Load,
 		IsSupernode: n.isSupernode,
@@ -48,6 +59,7 @@ func (n *Node) startSupernode() error {
 		Refresh:     n.cfg.AnnounceInterval,
 		Sems:        n.sems,
 		Fanout:      n.engine,
+		Store:       n.store,
 
 		PerMemberFanoutForTest: n.perMember,
 		Now:                    n.now,

@@ -10,6 +10,7 @@ import (
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/supernode/store"
 )
 
 // Groups: a group's home is the ring owner of its name. The home keeps the
@@ -36,11 +37,20 @@ type homeGroup struct {
 	// its seq: a refresh carrying the same claim is not verified again.
 	claims   map[peer.ID][]byte
 	claimSeq map[peer.ID]uint64
+	// replaying are the supernodes being replayed the group (replay.go):
+	// they get no live frame until their replay is done.
+	replaying map[peer.ID]bool
+	// syncing: the home is gathering the group's replicas (replica.go)
+	// and numbers nothing yet.
+	syncing bool
+	// numbered and acked remember the position given to each publish ID,
+	// and which were acknowledged, so that a retry is numbered once.
+	numbered, acked publishIDs
 }
 
 func newHomeGroup(epoch uint64) *homeGroup {
 	return &homeGroup{epoch: epoch, at: map[peer.ID]peer.ID{}, seen: map[peer.ID]time.Time{}, bySN: map[peer.ID]int{},
-		claims: map[peer.ID][]byte{}, claimSeq: map[peer.ID]uint64{}}
+		claims: map[peer.ID][]byte{}, claimSeq: map[peer.ID]uint64{}, replaying: map[peer.ID]bool{}}
 }
 
 // verified reports whether claim is the one already verified for member m
@@ -49,13 +59,18 @@ func (hg *homeGroup) verified(m, sn peer.ID, claim []byte) bool {
 	return hg.at[m] == sn && len(claim) > 0 && bytes.Equal(hg.claims[m], claim)
 }
 
-// newHomeGroupLocked creates the home record of a group with an epoch
+// newHomeGroupLocked creates the home record of group g with an epoch
 // newer than every one this router gave before (the clock's nanoseconds,
-// or one more than the last when the clock has not moved on).
-func (r *Router) newHomeGroupLocked() *homeGroup {
+// or one more than the last when the clock has not moved on) and than any
+// its replay log holds, and gathers the replicas the other members of the
+// group's home cluster hold (replica.go) before it numbers.
+func (r *Router) newHomeGroupLocked(g string) *homeGroup {
 	r.epoch = max(r.epoch+1, uint64(r.cfg.Now().UnixNano()))
 	hg := newHomeGroup(r.epoch)
 	hg.counts = r.membersBy
+	r.homes[g] = hg
+	r.adoptLogLocked(hg, g)
+	r.startSyncLocked(hg, g)
 	return hg
 }
 
@@ -113,6 +128,10 @@ type membershipUpdate struct {
 	// refresh: a periodic re-send, which must not move a member that a
 	// fresh join recorded at another supernode (see homeGroup.refresh).
 	refresh bool
+	// resume asks the home to replay after pos: the member's position
+	// (its GroupOp), or with snResume this supernode's (replay.go).
+	resume, snResume bool
+	pos              store.Pos
 }
 
 // groupHome returns the ring owner of a group.
@@ -144,23 +163,39 @@ func (r *Router) onGroupOp(client peer.ID, op *pb.GroupOp) {
 			r.joined[client] = map[string][]byte{}
 		}
 		r.joined[client][g] = op.GetClaim()
-		lg := r.local[g]
-		if lg == nil {
-			lg = r.cfg.Fanout.NewGroup()
-			r.local[g] = lg
+		if op.GetResume() {
+			// Held out of the group's fanout until the home's replay
+			// of what it missed is done (replay.go).
+			if r.resuming[client] == nil {
+				r.resuming[client] = map[string]time.Time{}
+			}
+			r.resuming[client][g] = r.cfg.Now().Add(resumeHold * r.cfg.Refresh)
+			if lg := r.local[g]; lg != nil {
+				lg.Remove(string(client))
+			}
+		} else {
+			delete(r.resuming[client], g)
+			lg := r.local[g]
+			if lg == nil {
+				lg = r.cfg.Fanout.NewGroup()
+				r.local[g] = lg
+			}
+			lg.Add(string(client), sink)
 		}
-		lg.Add(string(client), sink)
 	} else {
 		delete(r.joined[client], g)
+		delete(r.resuming[client], g)
 		if lg := r.local[g]; lg != nil {
 			lg.Remove(string(client))
 			if lg.Len() == 0 {
 				delete(r.local, g)
+				delete(r.pos, g)
 			}
 		}
 	}
 	r.mu.Unlock()
-	r.sendMembership([]membershipUpdate{{group: g, member: client, join: op.GetJoin(), claim: op.GetClaim()}})
+	r.sendMembership([]membershipUpdate{{group: g, member: client, join: op.GetJoin(), claim: op.GetClaim(),
+		resume: op.GetJoin() && op.GetResume(), pos: store.Pos{Epoch: op.GetResumeEpoch(), Seq: op.GetResumeSeq()}}})
 }
 
 // sendMembership tells each group's home, one batch per home.
@@ -172,7 +207,8 @@ func (r *Router) sendMembership(ups []membershipUpdate) {
 		if !ok {
 			continue
 		}
-		batches[h] = append(batches[h], &pb.MembershipRecord{Group: u.group, Member: []byte(u.member), Supernode: []byte(self), Join: u.join, Refresh: u.refresh, Claim: u.claim})
+		batches[h] = append(batches[h], &pb.MembershipRecord{Group: u.group, Member: []byte(u.member), Supernode: []byte(self), Join: u.join, Refresh: u.refresh, Claim: u.claim,
+			Resume: u.resume, SupernodeResume: u.snResume, ResumeEpoch: u.pos.Epoch, ResumeSeq: u.pos.Seq})
 	}
 	for h, recs := range batches {
 		for len(recs) > 0 {
@@ -243,26 +279,17 @@ func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
 			}
 		}
 		if hg == nil {
-			hg = r.newHomeGroupLocked()
-			r.homes[rec.GetGroup()] = hg
+			hg = r.newHomeGroupLocked(rec.GetGroup())
 		}
 		hg.lastUse = now
-		if !verified {
-			if mc.Seq < hg.claimSeq[m] {
-				// An older claim (replayed by a supernode the member
-				// left) renews at most; it never moves the member.
-				if hg.at[m] == from {
-					hg.seen[m] = expires
-				}
-				continue
-			}
-			if rec.GetRefresh() {
-				hg.refresh(m, from, expires, now)
-			} else {
-				hg.join(m, from, expires)
-			}
+		// A supernode new to the group here (this home is new to the
+		// group, or the supernode is) may resume all its members.
+		snNew := hg.bySN[from] == 0 && !hg.replaying[from]
+		if !verified && mc.Seq < hg.claimSeq[m] {
+			// An older claim (replayed by a supernode the member
+			// left) renews at most; it never moves the member.
 			if hg.at[m] == from {
-				hg.claimSeq[m], hg.claims[m] = mc.Seq, claim
+				hg.seen[m] = expires
 			}
 			continue
 		}
@@ -270,6 +297,21 @@ func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
 			hg.refresh(m, from, expires, now)
 		} else {
 			hg.join(m, from, expires)
+		}
+		if hg.at[m] != from {
+			continue
+		}
+		if !verified {
+			hg.claimSeq[m], hg.claims[m] = mc.Seq, claim
+		}
+		if rec.GetResume() {
+			pos := store.Pos{Epoch: rec.GetResumeEpoch(), Seq: rec.GetResumeSeq()}
+			switch {
+			case rec.GetSupernodeResume() && snNew:
+				r.startReplayLocked(hg, replayKey{group: rec.GetGroup(), sn: from}, pos)
+			case !rec.GetSupernodeResume() && !rec.GetRefresh():
+				r.startReplayLocked(hg, replayKey{group: rec.GetGroup(), sn: from, member: m}, pos)
+			}
 		}
 	}
 }
@@ -340,15 +382,33 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 	// into the local fanout (queueing never blocks).
 	r.mu.Lock()
 	hg := r.homes[p.GetGroup()]
-	if hg == nil && len(r.homes) >= r.bounds.homeGroups {
-		r.mu.Unlock()
+	busy := ""
+	switch {
+	case hg == nil && len(r.homes) >= r.bounds.homeGroups:
 		r.stats.HomeGroupsFull.Add(1)
-		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home holds too many groups"})
+		busy = "group home holds too many groups"
+	case len(r.pendingPubs) >= maxPendingPublishes:
+		busy = "group home: too many publishes waiting for replicas"
+	}
+	if busy != "" {
+		r.mu.Unlock()
+		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: busy})
 		return
 	}
 	if hg == nil {
-		hg = r.newHomeGroupLocked()
-		r.homes[p.GetGroup()] = hg
+		hg = r.newHomeGroupLocked(p.GetGroup())
+	}
+	if hg.syncing {
+		r.mu.Unlock()
+		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home taking over: gathering replicas; retry with the same message id"})
+		return
+	}
+	if retry, res := r.retryPublishLocked(hg, p); retry {
+		r.mu.Unlock()
+		if res != nil {
+			r.publishResult(p, res)
+		}
+		return
 	}
 	hg.seq++
 	hg.lastUse = r.cfg.Now()
@@ -362,10 +422,22 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 		return
 	}
 	gm := &pb.GroupMessage{Group: p.GetGroup(), Epoch: hg.epoch, Seq: seq, From: p.GetFrom(), Id: p.GetId(), Publish: p.GetSigned(), Stamp: stamp}
+	hg.numbered.put(publishIDKey(p.GetFrom(), p.GetId()), store.Pos{Epoch: epoch, Seq: seq})
+	if r.cfg.Store != nil {
+		if err := r.cfg.Store.AppendReplay(p.GetGroup(), store.Entry{Epoch: epoch, Seq: seq, Data: encodeEntry(entrySelf, gm)}); err != nil {
+			// Delivered live all the same; a member that resumes past
+			// it is told it missed it.
+			r.stats.ReplayLogFailed.Add(1)
+			r.log.Debug("replay log append failed", "group", p.GetGroup(), "err", err)
+		}
+	}
 	self := r.self()
 	if r.cfg.PerMemberFanoutForTest {
 		// The naive design: one frame, encoded anew, per member.
 		for m, sn := range hg.at {
+			if hg.replaying[sn] {
+				continue
+			}
 			one := &pb.GroupMessage{Group: gm.Group, Epoch: gm.Epoch, Seq: gm.Seq, From: gm.From, Id: gm.Id, Publish: gm.Publish, Stamp: gm.Stamp, Only: []byte(m)}
 			if sn == self {
 				r.deliverOnly(one)
@@ -376,6 +448,9 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 	} else {
 		frame := encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: gm}})
 		for sn := range hg.bySN {
+			if hg.replaying[sn] {
+				continue // its replay ends with what was numbered until then
+			}
 			if sn == self {
 				r.fanoutLocalLocked(gm)
 				continue
@@ -385,8 +460,14 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 			}
 		}
 	}
+	acked := r.replicateLocked(p, gm)
+	if acked {
+		hg.acked.put(publishIDKey(p.GetFrom(), p.GetId()), store.Pos{Epoch: epoch, Seq: seq})
+	}
 	r.mu.Unlock()
-	r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_OK, Seq: seq, Epoch: epoch})
+	if acked {
+		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_OK, Seq: seq, Epoch: epoch})
+	}
 }
 
 // publishResult sends a publish's outcome to the publisher, through its
@@ -422,6 +503,9 @@ func (r *Router) fanoutLocalLocked(gm *pb.GroupMessage) {
 	lg := r.local[gm.GetGroup()]
 	if lg == nil {
 		return
+	}
+	if p := (store.Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}); after(p, r.pos[gm.GetGroup()]) {
+		r.pos[gm.GetGroup()] = p
 	}
 	// The engine's job queue is bounded; a full queue drops the message
 	// here (counted) and the members' sequence numbers show the gap.

@@ -45,14 +45,14 @@ func TestHomeGroupRefreshDoesNotPullAMemberBack(t *testing.T) {
 // would silently lose every message of the recreated group otherwise.
 func TestRecreatedHomeGroupHasANewerEpoch(t *testing.T) {
 	now := time.Unix(1000, 0) // a clock that does not move
-	r := &Router{cfg: RouterConfig{Now: func() time.Time { return now }}}
-	first := r.newHomeGroupLocked()
-	second := r.newHomeGroupLocked()
+	r := &Router{cfg: RouterConfig{Now: func() time.Time { return now }}, homes: map[string]*homeGroup{}}
+	first := r.newHomeGroupLocked("g")
+	second := r.newHomeGroupLocked("g")
 	if first.epoch == 0 || second.epoch <= first.epoch {
 		t.Fatalf("epochs %d then %d: a recreated group must get a newer epoch", first.epoch, second.epoch)
 	}
 	now = now.Add(time.Hour)
-	if third := r.newHomeGroupLocked(); third.epoch != uint64(now.UnixNano()) {
+	if third := r.newHomeGroupLocked("g"); third.epoch != uint64(now.UnixNano()) {
 		t.Fatalf("epoch %d, want the clock's %d when it has moved on", third.epoch, now.UnixNano())
 	}
 }

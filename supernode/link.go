@@ -102,6 +102,9 @@ type links struct {
 	perLink  int // linkQueueBytes; lowered by tests
 	allLinks int // linksTotalBytes; lowered by tests
 	closed   bool
+	// lostGroup are peers whose group frames are lost (tests: a link
+	// that loses what a crash would).
+	lostGroup map[peer.ID]bool
 	wg       sync.WaitGroup
 
 	// framesTo counts frames written per destination, for tests and
@@ -133,7 +136,24 @@ func (ls *links) send(p peer.ID, frame []byte) bool { return ls.enqueue(p, outFr
 
 // sendGroup is send for a GroupMessage frame.
 func (ls *links) sendGroup(p peer.ID, frame []byte) bool {
+	ls.mu.Lock()
+	lost := ls.lostGroup[p]
+	ls.mu.Unlock()
+	if lost {
+		return true
+	}
 	return ls.enqueue(p, outFrame{b: frame, group: true})
+}
+
+// dropGroupFramesForTest makes every group frame for p vanish as if
+// written: what a crash loses between numbering and the wire.
+func (ls *links) dropGroupFramesForTest(p peer.ID) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.lostGroup == nil {
+		ls.lostGroup = map[peer.ID]bool{}
+	}
+	ls.lostGroup[p] = true
 }
 
 func (ls *links) enqueue(p peer.ID, frame outFrame) bool {

@@ -283,9 +283,14 @@ func (r *Router) refresh() {
 	}
 	for c, gs := range r.joined {
 		for g, claim := range gs {
-			mems = append(mems, membershipUpdate{group: g, member: c, join: true, refresh: true, claim: claim})
+			// With this supernode's position in the group: a home new
+			// to the group (the old one died) replays what came after
+			// it to all of this supernode's members (replay.go).
+			pos, ok := r.pos[g]
+			mems = append(mems, membershipUpdate{group: g, member: c, join: true, refresh: true, claim: claim, resume: ok, snResume: ok, pos: pos})
 		}
 	}
+	r.releaseHeldLocked(now)
 	for c, p := range r.presence {
 		if !now.Before(p.expires) {
 			r.deletePresenceLocked(c, p)

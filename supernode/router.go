@@ -21,6 +21,7 @@ import (
 	"github.com/overlayd/overlayd/protocol/pb"
 	"github.com/overlayd/overlayd/supernode/capacity"
 	"github.com/overlayd/overlayd/supernode/fanout"
+	"github.com/overlayd/overlayd/supernode/store"
 )
 
 // Resource-manager service names of the messaging protocols.
@@ -57,10 +58,14 @@ type RouterConfig struct {
 	// instead of one per supernode: the naive design, kept only so that
 	// benchmarks can compare against it in the same run.
 	PerMemberFanoutForTest bool
-	Sems                   *capacity.Set
-	Fanout                 *fanout.Engine
-	Now                    func() time.Time
-	Log                    *slog.Logger
+	// Store keeps the replay logs of the groups this supernode is home
+	// or replica to (replay.go, replica.go); nil: no resume, no
+	// replication.
+	Store  *store.Store
+	Sems   *capacity.Set
+	Fanout *fanout.Engine
+	Now    func() time.Time
+	Log    *slog.Logger
 }
 
 // Router is the supernode's messaging: it keeps presence records for the
@@ -93,6 +98,22 @@ type Router struct {
 	// the same ID is routed with a fresh lookup, not the cached route
 	// that may have lost the first copy.
 	recent *dedup.Window
+
+	// Group resume and replication (replay.go, replica.go).
+	replays    map[replayKey]*replayJob
+	replayWake chan struct{}
+	replayTurn atomic.Uint64
+	// pendingPubs are numbered publishes waiting for replica acks; syncs
+	// the groups whose new home gathers replicas.
+	pendingPubs map[pubKey]*pendingPublish
+	syncs       map[string]*groupSync
+	// resuming holds members out of their groups' local fanout until
+	// the home's replay is done; pos is the last group message fanned
+	// out here per group.
+	resuming  map[peer.ID]map[string]time.Time
+	pos       map[string]store.Pos
+	restampMu sync.Mutex
+	restamped map[restampKey][]byte
 
 	wg     sync.WaitGroup
 	cancel context.CancelFunc
@@ -129,6 +150,16 @@ type RouterStats struct {
 	// maxMemberships or a supernode's share, new home groups past
 	// maxHomeGroups.
 	PresenceFull, PresenceOriginFull, MembershipsFull, MembershipsOriginFull, HomeGroupsFull atomic.Uint64
+
+	// Group resume (replay.go): replays started, done, done with a gap
+	// (the log no longer held what was asked), refused (too many
+	// waiting), frames replayed, held members released without the home's
+	// answer, appends the log refused and entries that did not decode.
+	ReplaysStarted, ReplaysDone, ReplaysGap, ReplaysRefused, Replayed, ResumesTimedOut, ReplayLogFailed atomic.Uint64
+	// Home replication (replica.go): replica frames sent, replicas held
+	// for other homes, replicas refused, publishes not replicated in
+	// time, publish retries answered without renumbering, syncs started.
+	ReplicasSent, ReplicasHeld, ReplicasRefused, ReplicationTimeouts, PublishRetries, Syncs atomic.Uint64
 }
 
 // NewRouter returns a Router serving the sessions of adm.
@@ -172,6 +203,14 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 		sessions:   make(map[peer.ID]localSession),
 		inbound:    make(map[network.Stream]struct{}),
 		recent:     dedup.New(recentRoutes),
+
+		replays:     make(map[replayKey]*replayJob),
+		replayWake:  make(chan struct{}, 1),
+		pendingPubs: make(map[pubKey]*pendingPublish),
+		syncs:       make(map[string]*groupSync),
+		resuming:    make(map[peer.ID]map[string]time.Time),
+		pos:         make(map[string]store.Pos),
+		restamped:   make(map[restampKey][]byte),
 	}
 	r.links = newLinks(h, r.log, cfg.Now, &r.stats)
 	r.links.failed = r.dropRoutesVia
@@ -187,6 +226,7 @@ func (r *Router) Start() {
 	r.h.SetStreamHandler(protocol.RelayID, r.handleRelay)
 	r.h.SetStreamHandler(protocol.LookupID, r.handleLookup)
 	r.wg.Go(func() { r.refreshLoop(ctx) })
+	r.wg.Go(func() { r.replayLoop(ctx) })
 }
 
 // Close stops the router and waits for its goroutines.
@@ -273,6 +313,7 @@ func (r *Router) Detached(client peer.ID, seq uint64) {
 		return
 	}
 	delete(r.sessions, client)
+	delete(r.resuming, client)
 	groups := r.joined[client]
 	delete(r.joined, client)
 	var leave []membershipUpdate
@@ -281,6 +322,7 @@ func (r *Router) Detached(client peer.ID, seq uint64) {
 			lg.Remove(string(client))
 			if lg.Len() == 0 {
 				delete(r.local, g)
+				delete(r.pos, g)
 			}
 		}
 		leave = append(leave, membershipUpdate{group: g, member: client, join: false})
@@ -544,6 +586,14 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 			return
 		}
 		r.fanoutLocal(gm)
+	case *pb.RelayFrame_ReplayDone:
+		r.onReplayDone(from, k.ReplayDone)
+	case *pb.RelayFrame_Replica:
+		r.onReplica(from, k.Replica)
+	case *pb.RelayFrame_ReplicaAck:
+		r.onReplicaAck(from, k.ReplicaAck)
+	case *pb.RelayFrame_ReplicaSync:
+		r.onReplicaSync(from, k.ReplicaSync)
 	case *pb.RelayFrame_PublishResult:
 		to, err := peer.IDFromBytes(k.PublishResult.GetTo())
 		if err == nil {

@@ -77,6 +77,7 @@ func (r *Router) Collector() prometheus.Collector {
 			"memberships_full": &s.MembershipsFull, "memberships_origin_full": &s.MembershipsOriginFull,
 			"home_groups_full": &s.HomeGroupsFull,
 		})
+	r.noLossSeries(c)
 	c.plain("overlayd_supernode_link_queued_bytes", "Bytes queued on the links to other supernodes.",
 		prometheus.GaugeValue, func() float64 { return float64(r.Bounds().LinkQueuedBytes) })
 	c.plain("overlayd_supernode_presence_records", "Presence records this supernode keeps as a home cluster member.",

@@ -47,6 +47,9 @@ type Inbound struct {
 	ID      []byte // message ID
 	Payload []byte
 	Dropped uint64 // gap: how many messages were missed
+	// Unknown (gap): the group's home could not count what was missed
+	// (its log starts after the member's last message): at least Dropped.
+	Unknown bool
 	// Sent is when the sender says it sent a direct message (signed by
 	// the sender, but its clock); zero for other kinds.
 	Sent time.Time
@@ -87,6 +90,16 @@ type messenger struct {
 	seen    *dedup.Window
 	// claimSeq is the seq of the newest membership claim signed.
 	claimSeq uint64
+	// cursor is the last group message delivered per joined group: a
+	// new session resumes each group from it.
+	cursor map[string]groupPos
+}
+
+// groupPos is a group message's position: epochs order the homes' numbering.
+type groupPos struct{ epoch, seq uint64 }
+
+func (p groupPos) after(q groupPos) bool {
+	return p.epoch > q.epoch || p.epoch == q.epoch && p.seq > q.seq
 }
 
 func (m *messenger) init(c *Client) {
@@ -94,6 +107,7 @@ func (m *messenger) init(c *Client) {
 	m.pending = map[string]pending{}
 	m.members = map[string]chan *pb.Members{}
 	m.groups = map[string]bool{}
+	m.cursor = map[string]groupPos{}
 	m.subs = map[*Listener]struct{}{}
 	m.seen = dedup.New(dedupWindow)
 }
@@ -227,11 +241,25 @@ func (m *messenger) handle(sess *session, f *pb.SessionFrame) {
 			m.duplicate("p/"+string(g.GetFrom())+"/"+string(g.GetId())) {
 			return
 		}
+		m.mu.Lock()
+		if p := (groupPos{g.GetEpoch(), g.GetSeq()}); m.groups[g.GetGroup()] && p.after(m.cursor[g.GetGroup()]) {
+			m.cursor[g.GetGroup()] = p
+		}
+		m.mu.Unlock()
 		from, _ := peer.IDFromBytes(g.GetFrom())
 		m.publishLocal(Inbound{Kind: KindGroup, Group: g.GetGroup(), Epoch: g.GetEpoch(), Seq: g.GetSeq(), From: from,
 			ID: g.GetId(), Payload: payload, Time: now})
 	case *pb.SessionFrame_Gap:
 		m.publishLocal(Inbound{Kind: KindGap, Dropped: k.Gap.GetDropped(), Time: now})
+	case *pb.SessionFrame_Resumed:
+		// The home replayed what this client missed; what its log no
+		// longer held is a gap, never silence.
+		res := k.Resumed
+		m.c.m.resumes.Inc()
+		if res.GetMissed() > 0 || res.GetMissedUnknown() {
+			m.c.m.resumeGaps.Inc()
+			m.publishLocal(Inbound{Kind: KindGap, Group: res.GetGroup(), Dropped: res.GetMissed(), Unknown: res.GetMissedUnknown(), Time: now})
+		}
 	case *pb.SessionFrame_Ack:
 		m.ack(k.Ack)
 	case *pb.SessionFrame_Result:
@@ -292,6 +320,13 @@ func (m *messenger) sessionStarted(sess *session) {
 	m.mu.Unlock()
 	for _, g := range groups {
 		if op, err := m.groupOp(sess.peer, g, true); err == nil {
+			m.mu.Lock()
+			if p, ok := m.cursor[g]; ok {
+				// Resume from the last message delivered: the home
+				// replays what came after it before live traffic.
+				op.GetGroupOp().Resume, op.GetGroupOp().ResumeEpoch, op.GetGroupOp().ResumeSeq = true, p.epoch, p.seq
+			}
+			m.mu.Unlock()
 			_ = sess.write(m.c.now(), op)
 		}
 	}
@@ -432,6 +467,7 @@ func (c *Client) groupOp(group string, join bool) error {
 		c.msg.groups[group] = true
 	} else {
 		delete(c.msg.groups, group)
+		delete(c.msg.cursor, group)
 	}
 	c.msg.mu.Unlock()
 	sess := c.current()
@@ -456,23 +492,39 @@ func (c *Client) Groups() []string {
 	return out
 }
 
+// publishAttempts bounds the tries of one publish: enough to ride out a
+// group home's crash (the ring moves the group to the next supernode of
+// its home cluster, which gathers the replicas before it numbers).
+const publishAttempts = 8
+
 // Publish sends payload to every member of group and returns the epoch and
-// sequence number the group's home gave it. A publish is sent once: a
-// retry after a lost answer could number it twice.
+// sequence number the group's home gave it, once a majority of the group's
+// home cluster holds it. It retries with the same message ID: the home
+// numbers an ID once.
 func (c *Client) Publish(ctx context.Context, group string, payload []byte) (PublishResult, error) {
+	return c.PublishID(ctx, group, protocol.NewMessageID(), payload)
+}
+
+// PublishID is Publish with a message ID the caller chose (16 bytes,
+// protocol.NewMessageID): calling it again with the same ID after an error
+// is safe, the group's home numbers the message once and members deliver
+// it once.
+func (c *Client) PublishID(ctx context.Context, group string, id, payload []byte) (PublishResult, error) {
 	if len(payload) > protocol.MaxPayload {
 		return PublishResult{}, ErrTooLarge
 	}
 	if err := checkGroup(group); err != nil {
 		return PublishResult{}, err
 	}
-	id := protocol.NewMessageID()
+	if len(id) != protocol.MessageIDLen {
+		return PublishResult{}, fmt.Errorf("%w: message id of %d bytes, want %d", ErrInvalid, len(id), protocol.MessageIDLen)
+	}
 	signed, err := protocol.SignPublish(c.key, group, id, payload)
 	if err != nil {
 		return PublishResult{ID: id}, fmt.Errorf("sign publish: %w", err)
 	}
 	f := &pb.SessionFrame{Kind: &pb.SessionFrame_Publish{Publish: &pb.GroupPublish{Group: group, Id: id, Signed: signed}}}
-	res, err := c.msg.request(ctx, id, "", 1, f)
+	res, err := c.msg.request(ctx, id, "", publishAttempts, f)
 	if err != nil {
 		return PublishResult{ID: id}, err
 	}

@@ -18,6 +18,8 @@ type metrics struct {
 	keepaliveRTT   prometheus.Histogram
 	retryWaits     prometheus.Histogram
 	refused        *prometheus.CounterVec
+	resumes        prometheus.Counter
+	resumeGaps     prometheus.Counter
 }
 
 // Reasons a client refuses a message or an ack, the values of
@@ -76,6 +78,12 @@ func newMetrics() *metrics {
 			Help:    "Backoff waits between failed attach passes.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}),
+		resumes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "overlayd_client_group_resumes_total", Help: "Group resumes completed: the home replayed what this client missed while it moved.",
+		}),
+		resumeGaps: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "overlayd_client_group_resume_gaps_total", Help: "Group resumes after which messages were missing: the home's replay log no longer held them (a gap notice was delivered).",
+		}),
 	}
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "overlayd_client_messages_refused_total",
@@ -92,7 +100,7 @@ func newMetrics() *metrics {
 
 // register adds the series to reg.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.attempts, m.failovers, m.returns, m.deadSupernodes, m.attached, m.keepaliveRTT, m.retryWaits, m.refused} {
+	for _, c := range []prometheus.Collector{m.attempts, m.failovers, m.returns, m.deadSupernodes, m.attached, m.keepaliveRTT, m.retryWaits, m.refused, m.resumes, m.resumeGaps} {
 		if err := reg.Register(c); err != nil {
 			return err
 		}
