@@ -184,6 +184,7 @@ type Store struct {
 	recipient map[string]*usage
 	sender    map[string]*usage
 	logs      map[string]*rlog
+	heads     heads // the non-empty logs, oldest head first
 	replayB   int64
 	replayN   int
 	pending   map[string][]byte // replay key -> value to put, nil to delete
