@@ -105,7 +105,7 @@ type links struct {
 	// lostGroup are peers whose group frames are lost (tests: a link
 	// that loses what a crash would).
 	lostGroup map[peer.ID]bool
-	wg       sync.WaitGroup
+	wg        sync.WaitGroup
 
 	// framesTo counts frames written per destination, for tests and
 	// metrics (labels are never peer IDs; tests read it directly).
