@@ -1,6 +1,7 @@
 package supernode
 
 import (
+	"path/filepath"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -8,6 +9,7 @@ import (
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/supernode/store"
 )
 
 // FuzzRelayFrame drives the relay handler itself, not only the decoder:
@@ -18,7 +20,12 @@ import (
 func FuzzRelayFrame(f *testing.F) {
 	n := newTestNet(f)
 	var rp ring.Published
-	sn := newSupernode(f, n, supernodeConfig{router: &RouterConfig{Ring: rp.Load}})
+	st, err := store.Open(filepath.Join(f.TempDir(), "store.db"), store.Limits{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { _ = st.Close() })
+	sn := newSupernode(f, n, supernodeConfig{router: &RouterConfig{Ring: rp.Load, Store: st}})
 	other := newPeerID(f)
 	rp.Publish(newRing(f, sn.h.ID(), other))
 	victim := newPeerID(f)
@@ -30,6 +37,12 @@ func FuzzRelayFrame(f *testing.F) {
 		{Kind: &pb.RelayFrame_Deliver{Deliver: &pb.DirectMessage{Id: protocol.NewMessageID(), To: []byte(victim)}}},
 		{Kind: &pb.RelayFrame_Nack{Nack: &pb.DirectMessage{Id: protocol.NewMessageID(), To: []byte(victim)}}},
 		{Kind: &pb.RelayFrame_Ack{Ack: &pb.Ack{Id: protocol.NewMessageID(), To: []byte(victim)}}},
+		{Kind: &pb.RelayFrame_Membership{Membership: &pb.MembershipBatch{Records: []*pb.MembershipRecord{{Group: "g", Member: []byte(victim), Supernode: []byte(other), Join: true, Resume: true, SupernodeResume: true, ResumeEpoch: 1, ResumeSeq: 2}}}}},
+		{Kind: &pb.RelayFrame_Replica{Replica: &pb.GroupMessage{Group: "g", Epoch: 1, Seq: 1, From: []byte(victim), Id: protocol.NewMessageID()}}},
+		{Kind: &pb.RelayFrame_ReplicaAck{ReplicaAck: &pb.ReplicaAck{Group: "g", Epoch: 1, Seq: 1}}},
+		{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: "g", Epoch: 1, AfterSeq: 0}}},
+		{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: "g", Done: true}}},
+		{Kind: &pb.RelayFrame_ReplayDone{ReplayDone: &pb.ReplayDone{Member: []byte(victim), Resumed: &pb.Resumed{Group: "g", Epoch: 1, Seq: 3}}}},
 	} {
 		b, err := proto.Marshal(fr)
 		if err != nil {
@@ -53,6 +66,9 @@ func FuzzRelayFrame(f *testing.F) {
 		defer sn.r.mu.Unlock()
 		if hg := sn.r.homes["g"]; hg != nil && len(hg.at) > 0 {
 			t.Fatalf("an unsigned membership was stored: %v", hg.at)
+		}
+		if p, ok := st.ReplayLast("g"); ok {
+			t.Fatalf("an unsigned replica was logged at %v", p)
 		}
 	})
 }

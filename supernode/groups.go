@@ -41,8 +41,10 @@ type homeGroup struct {
 	// they get no live frame until their replay is done.
 	replaying map[peer.ID]bool
 	// syncing: the home is gathering the group's replicas (replica.go)
-	// and numbers nothing yet.
+	// and numbers nothing yet; waiting are the publishes that came
+	// meanwhile (at most maxWaitingPublishes), numbered when it ends.
 	syncing bool
+	waiting []*pb.GroupPublish
 	// numbered and acked remember the position given to each publish ID,
 	// and which were acknowledged, so that a retry is numbered once.
 	numbered, acked publishIDs
@@ -399,6 +401,12 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 		hg = r.newHomeGroupLocked(p.GetGroup())
 	}
 	if hg.syncing {
+		// Numbered when the replicas are in (endSyncLocked), in order.
+		if len(hg.waiting) < maxWaitingPublishes {
+			hg.waiting = append(hg.waiting, p)
+			r.mu.Unlock()
+			return
+		}
 		r.mu.Unlock()
 		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home taking over: gathering replicas; retry with the same message id"})
 		return

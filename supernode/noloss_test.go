@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -100,6 +101,11 @@ func (c *noLossCluster) groupHomedAt(i int) string {
 	}
 	c.t.Fatal("no group name homed at the supernode")
 	return ""
+}
+
+// key is supernode p's private key.
+func (c *noLossCluster) key(p peer.ID) crypto.PrivKey {
+	return c.sns[c.index(p)].h.Peerstore().PrivKey(p)
 }
 
 // refreshAll runs every live supernode's refresh (as its ticker would).
@@ -361,4 +367,100 @@ func TestHomeCrashLosesNothingAcknowledged(t *testing.T) {
 	}
 	m1.waitPayloads("member 1, after", want(1, 10))
 	m2.waitPayloads("member 2, after the crash: the missed ones replayed", want(1, 10))
+}
+
+// TestPublishRetryNumberedOnce: a publisher that saw no answer sends the
+// same message ID again; the home answers with the position it gave the
+// first time and numbers nothing new, so members deliver it once.
+func TestPublishRetryNumberedOnce(t *testing.T) {
+	c := newNoLossCluster(t, 3)
+	g := c.groupHomedAt(0)
+	pub := c.attachMember(c.n.host(t), 1, 1)
+	id := protocol.NewMessageID()
+	first := pub.publishID(g, id, "once")
+	again := pub.publishID(g, id, "once")
+	if first.GetStatus() != pb.Result_STATUS_OK || again.GetStatus() != pb.Result_STATUS_OK {
+		t.Fatalf("answers %v then %v, want OK twice", first, again)
+	}
+	if first.GetEpoch() != again.GetEpoch() || first.GetSeq() != again.GetSeq() {
+		t.Fatalf("the retry was numbered (%d, %d), the first (%d, %d): want the same", again.GetEpoch(), again.GetSeq(), first.GetEpoch(), first.GetSeq())
+	}
+	if n := c.sns[0].r.stats.GroupPublishes.Load(); n != 1 {
+		t.Fatalf("the home numbered %d publishes, want 1", n)
+	}
+}
+
+// TestReplicaOnlyFromTheHomeCluster: a directory supernode outside a
+// group's home cluster cannot make a replica hold messages it numbered
+// (even of a genuine publish), and a cluster member cannot pass off a
+// message another supernode stamped as its own live replica.
+func TestReplicaOnlyFromTheHomeCluster(t *testing.T) {
+	c := newNoLossCluster(t, 4)
+	g := c.groupHomedAt(0)
+	members := cluster.Home(c.ring.Load(), []byte(g))
+	var outsider, replica peer.ID
+	for _, sn := range c.sns {
+		if !slices.Contains(members, sn.h.ID()) {
+			outsider = sn.h.ID()
+		} else if sn.h.ID() != members[0] {
+			replica = sn.h.ID()
+		}
+	}
+	r := c.sns[c.index(replica)].r
+	publisher := newPeerID(t)
+	id := protocol.NewMessageID()
+	publish, err := protocol.SignPublish(keyOf(t, publisher), g, id, []byte("genuine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamped := func(by peer.ID) *pb.GroupMessage {
+		st, err := protocol.Stamp(c.key(by), g, 7, 1, publish)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &pb.GroupMessage{Group: g, Epoch: 7, Seq: 1, From: []byte(publisher), Id: id, Publish: publish, Stamp: st}
+	}
+	r.onRelay(outsider, &pb.RelayFrame{Kind: &pb.RelayFrame_Replica{Replica: stamped(outsider)}})
+	r.onRelay(members[0], &pb.RelayFrame{Kind: &pb.RelayFrame_Replica{Replica: stamped(outsider)}})
+	if got := r.stats.ReplicasRefused.Load(); got != 2 {
+		t.Fatalf("%d forged replicas refused, want 2", got)
+	}
+	if p, ok := r.cfg.Store.ReplayLast(g); ok {
+		t.Fatalf("a forged replica was logged at %v", p)
+	}
+	r.onRelay(members[0], &pb.RelayFrame{Kind: &pb.RelayFrame_Replica{Replica: stamped(members[0])}})
+	if _, ok := r.cfg.Store.ReplayLast(g); !ok {
+		t.Fatal("the home's genuine replica was not logged")
+	}
+}
+
+// TestReplayDoneOnlyFromTheHome: a member held for its resume is let in by
+// the group's home only; another supernode's ReplayDone leaves it held (it
+// would have the member skip what the home is still replaying).
+func TestReplayDoneOnlyFromTheHome(t *testing.T) {
+	c := newNoLossCluster(t, 3)
+	g := c.groupHomedAt(0)
+	mh := c.n.host(t)
+	m := c.attachMember(mh, 1, 1)
+	r := c.sns[1].r
+	// The home is unreachable for this test: the join's replay never
+	// comes, so only the forged ReplayDone could let the member in.
+	c.sns[0].r.Close()
+	m.join(c.sns[1].h.ID(), g, &store.Pos{Epoch: 1, Seq: 1})
+	held := func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		_, ok := r.resuming[mh.ID()][g]
+		return ok
+	}
+	waitFor(t, "the member to be held for its resume", held)
+	done := &pb.RelayFrame{Kind: &pb.RelayFrame_ReplayDone{ReplayDone: &pb.ReplayDone{Member: []byte(mh.ID()), Resumed: &pb.Resumed{Group: g, Epoch: 1, Seq: 99}}}}
+	r.onRelay(c.sns[2].h.ID(), done)
+	if !held() {
+		t.Fatal("a ReplayDone from a supernode that is not the group's home let the member in")
+	}
+	r.onRelay(c.sns[0].h.ID(), done)
+	if held() {
+		t.Fatal("the home's ReplayDone did not let the member in")
+	}
 }

@@ -42,6 +42,9 @@ const (
 	// syncTimeout bounds how long a new home waits for the replicas the
 	// other cluster members hold before it numbers without them.
 	syncTimeout = 2 * time.Second
+	// maxWaitingPublishes bounds the publishes a group's new home holds
+	// while it syncs; past it they are answered BUSY.
+	maxWaitingPublishes = 1024
 	// maxPublishIDs bounds the publish IDs a home remembers per group (the
 	// replay log's count bound).
 	maxPublishIDs = 4096
@@ -168,12 +171,16 @@ func (r *Router) sweepReplication() {
 			late = append(late, pp)
 		}
 	}
+	var waiting []*pb.GroupPublish
 	for g, s := range r.syncs {
 		if now.After(s.deadline) {
-			r.endSyncLocked(g)
+			waiting = append(waiting, r.endSyncLocked(g)...)
 		}
 	}
 	r.mu.Unlock()
+	for _, p := range waiting {
+		r.homePublish(p)
+	}
 	for _, pp := range late {
 		r.stats.ReplicationTimeouts.Add(1)
 		r.publishResult(pp.p, &pb.Result{Id: pp.p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home: not replicated in time; retry with the same message id"})
@@ -288,14 +295,18 @@ func (r *Router) onReplicaSync(from peer.ID, s *pb.ReplicaSync) {
 		return
 	}
 	if s.GetDone() {
+		var waiting []*pb.GroupPublish
 		r.mu.Lock()
 		if sync := r.syncs[g]; sync != nil {
 			sync.waiting = slices.DeleteFunc(sync.waiting, func(p peer.ID) bool { return p == from })
 			if len(sync.waiting) == 0 {
-				r.endSyncLocked(g)
+				waiting = r.endSyncLocked(g)
 			}
 		}
 		r.mu.Unlock()
+		for _, p := range waiting {
+			r.homePublish(p)
+		}
 		return
 	}
 	if r.cfg.Store == nil || !r.cfg.Sems.Fanout.TryAcquire() {
@@ -318,15 +329,20 @@ func (r *Router) onReplicaSync(from peer.ID, s *pb.ReplicaSync) {
 
 // endSyncLocked lets a new home number: its epoch starts after every one
 // in its log, and the publish IDs the log holds are remembered so that a
-// publisher's retry of an acknowledged message is not numbered again.
-func (r *Router) endSyncLocked(g string) {
+// publisher's retry of an acknowledged message is not numbered again. It
+// returns the publishes that waited, for the caller to number off the
+// lock, in the order they came.
+func (r *Router) endSyncLocked(g string) []*pb.GroupPublish {
 	delete(r.syncs, g)
 	hg := r.homes[g]
 	if hg == nil {
-		return
+		return nil
 	}
 	hg.syncing = false
 	r.adoptLogLocked(hg, g)
+	waiting := hg.waiting
+	hg.waiting = nil
+	return waiting
 }
 
 // adoptLogLocked makes a home group's numbering follow what the log holds
