@@ -308,12 +308,13 @@
 //	deliver          supernode -> client  DirectMessage{id, from, to, sealed, origin}
 //	ack              either               Ack{id, from, to, origin, signed}
 //	result           supernode -> client  Result{id, status, detail; for a publish seq, epoch}
-//	group_op         client -> supernode  GroupOp{group, join}
+//	group_op         client -> supernode  GroupOp{group, join, claim; resume, resume_epoch, resume_seq}
 //	publish          client -> supernode  GroupPublish{group, id, payload}
 //	group_message    supernode -> client  GroupMessage{group, epoch, seq, from, id, payload}
 //	gap              supernode -> client  Gap{dropped}
 //	members_request  client -> supernode  MembersRequest{id, group}
 //	members          supernode -> client  Members{id, group, members or error}
+//	resumed          supernode -> client  Resumed{group, epoch, seq, missed, missed_unknown}
 //
 // Keepalive: the client sends Ping every keepalive_ms with seq 1, 2, ...
 // (pings it sends while moving home carry seq 0); the supernode answers each
@@ -376,7 +377,8 @@
 // keeps reading the old session for 1 s (pinging the new one every half
 // keepalive meanwhile), then sends Detach{"returning home"} on the old one.
 // On every new session the client sends GroupOp{join} for each group it has
-// joined.
+// joined, with resume set and (resume_epoch, resume_seq) the last message of
+// the group it delivered, when it has delivered one (see Group resume).
 //
 // # Direct messages
 //
@@ -537,9 +539,54 @@
 // between), with gaps where a frame was lost (a full or failed link, a full
 // fanout engine at M, or its own full session queue, the last announced by
 // Gap). The epoch changes when the group's home changes or restarts. A client
-// drops a group message whose (group, epoch, seq) it has seen. A client does
-// not retry a publish (that could number it twice): one attempt, waiting the
-// send timeout above.
+// drops a group message whose (group, epoch, seq) it has seen, and one whose
+// (from, id) it has seen.
+//
+// # Group replication and resume
+//
+// H numbers a publish, appends it to the group's replay log, and sends it as a
+// relay replica frame (the stamped GroupMessage) to the other members of the
+// group's home cluster (the first 3 distinct ring members at the group's
+// name; H is the first). A replica checks that it and the sender are both in
+// that cluster, the stamp is the sender's and the publisher's signature holds,
+// logs it and answers replica_ack{group, epoch, seq}. H answers the publisher
+// Result{id, OK, seq, epoch} once a majority of the cluster (H counting) holds
+// the message, or Result{id, BUSY} after 2 s without. H remembers the
+// (epoch, seq) it gave each (from, id) (4,096 per group): a publish whose ID
+// it numbered is answered with the same position and not numbered again, so a
+// client retries a publish with the same id (up to 8 attempts, the send
+// timeout apart).
+//
+// A supernode that becomes a group's home (it has no record of the group)
+// sends replica_sync{group, epoch, after_seq} (the last position its log
+// holds) to the other cluster members, each answering with the replica frames
+// they hold after that position (at most 4,096) then replica_sync{done,
+// epoch, after_seq = the last sent}; it numbers nothing until all answered or
+// 2 s passed (publishes meanwhile wait, at most 1,024), then starts a new
+// epoch greater than every epoch in its log and remembers the logged IDs. A
+// sync answer's stamps may be another home's; the publisher's signature must
+// hold.
+//
+// Resume of a member: a GroupOp{join, resume} makes the member's supernode M
+// hold the member out of the group's local fanout and send a membership
+// record with resume and the position; H replays the logged messages after
+// that position to M as group_message frames with only = the member (in
+// order, paced: at most 512 replayed frames per 10 ms per home), then sends
+// replay_done{member, Resumed}; M lets the member in and sends it
+// resumed{group, epoch, seq of the last replayed, missed, missed_unknown}.
+// missed counts messages the log no longer held; missed_unknown says the
+// member's epoch is older than the log (missed is then a lower bound). M lets
+// a member in whose replay_done has not come within 3 refresh intervals, with
+// resumed{missed_unknown}. Only the group's home (by M's ring) may send
+// replay_done.
+//
+// Resume of a supernode: every membership refresh from M carries resume and
+// supernode_resume with the position of the last group message M fanned out
+// to its members. A home for which M is new in the group (no member recorded
+// at M, no replay to M running) replays the group to M as ordinary
+// group_message frames and sends M no live frame of the group until that
+// replay is done (replay_done with no member). Replayed messages another home
+// stamped are stamped again by H.
 //
 // Members: a client sends MembersRequest{id, group}; its supernode answers
 // Members{id, group, members} from its own records if it is the group's home,
@@ -612,6 +659,12 @@
 //	publish         a GroupPublish for a group this supernode is home to
 //	group_message   a numbered message from a group's home for the local members
 //	publish_result  a publish's Result for the publisher, attached here
+//	replica         a numbered GroupMessage to hold in the group's replay log (this supernode is in its home cluster)
+//	replica_ack     a replica's ack for a publish this supernode numbered
+//	replica_sync    a new home's request for replicas, or (done) the end of an answer to ours
+//	replay_done     a group's home finished a replay to this supernode
+//	store           a direct message to store for an offline recipient (see Offline messages)
+//	store_result    the answer to a store
 //
 // Sender: one queue of 4096 frames per peer (a full queue drops the frame and
 // reports it, as UNREACHABLE where a client waits); opening the stream is

@@ -22,7 +22,7 @@ import (
 // A cluster of supernodes on one mocknet, each with its own store, all
 // supernodes of each other, sharing one ring that tests can change.
 type noLossCluster struct {
-	t    *testing.T
+	t    testing.TB
 	n    *testNet
 	ring ring.Published
 	sns  []*testSupernode
@@ -30,7 +30,13 @@ type noLossCluster struct {
 	mu   sync.Mutex
 }
 
-func newNoLossCluster(t *testing.T, size int) *noLossCluster {
+func newNoLossCluster(t testing.TB, size int) *noLossCluster {
+	return newNoLossClusterCap(t, size, 16)
+}
+
+// newNoLossClusterCap is newNoLossCluster with each supernode's
+// attached-peers capacity.
+func newNoLossClusterCap(t testing.TB, size, capacity int) *noLossCluster {
 	c := &noLossCluster{t: t, n: newTestNet(t), live: map[peer.ID]bool{}}
 	for i := range size {
 		st, err := store.Open(filepath.Join(t.TempDir(), fmt.Sprintf("sn%d.db", i)), store.Limits{})
@@ -38,7 +44,7 @@ func newNoLossCluster(t *testing.T, size int) *noLossCluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
-		sn := newSupernode(t, c.n, supernodeConfig{capacity: 16, adm: AdmissionConfig{Keepalive: time.Minute}, router: &RouterConfig{
+		sn := newSupernode(t, c.n, supernodeConfig{capacity: capacity, adm: AdmissionConfig{Keepalive: time.Minute}, router: &RouterConfig{
 			Ring:        c.ring.Load,
 			IsSupernode: c.isLive,
 			Refresh:     time.Hour, // refreshes are called by the tests
@@ -119,7 +125,7 @@ func (c *noLossCluster) refreshAll() {
 
 // member is a raw client session that records what it receives.
 type member struct {
-	t  *testing.T
+	t  testing.TB
 	h  host.Host
 	ac *attachClient
 
@@ -128,11 +134,12 @@ type member struct {
 	resumed  []*pb.Resumed
 	results  map[string]*pb.Result
 	resultCh chan *pb.Result
+	pongs    chan uint64
 	done     chan struct{}
 }
 
 func (c *noLossCluster) attachMember(h host.Host, sn int, seq uint64) *member {
-	m := &member{t: c.t, h: h, results: map[string]*pb.Result{}, resultCh: make(chan *pb.Result, 1024), done: make(chan struct{})}
+	m := &member{t: c.t, h: h, results: map[string]*pb.Result{}, resultCh: make(chan *pb.Result, 1024), pongs: make(chan uint64, 16), done: make(chan struct{})}
 	m.ac = mustAccept(c.t, h, c.sns[sn].h.ID(), seq)
 	go m.read()
 	return m
@@ -154,8 +161,33 @@ func (m *member) read() {
 			m.resumed = append(m.resumed, k.Resumed)
 		case *pb.SessionFrame_Result:
 			m.resultCh <- k.Result
+		case *pb.SessionFrame_Pong:
+			select {
+			case m.pongs <- k.Pong.GetSeq():
+			default:
+			}
 		}
 		m.mu.Unlock()
+	}
+}
+
+// pingWait sends a keepalive and reports whether its pong came within
+// waitTimeout.
+func (m *member) pingWait(seq uint64) bool {
+	if protocol.WriteFrame(m.ac.s, &pb.SessionFrame{Kind: &pb.SessionFrame_Ping{Ping: &pb.Ping{Seq: seq}}}) != nil {
+		return false
+	}
+	t := time.NewTimer(waitTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case got := <-m.pongs:
+			if got == seq {
+				return true
+			}
+		case <-t.C:
+			return false
+		}
 	}
 }
 

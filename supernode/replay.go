@@ -178,7 +178,7 @@ func (r *Router) replayStep() {
 		return
 	}
 	defer r.cfg.Sems.Fanout.Release()
-	budget := replayFramesPerTick
+	budget := r.replayBudget
 	// Start where the last tick stopped, so that every replay moves.
 	start := int(r.replayTurn.Add(1)) % len(jobs)
 	for i := range jobs {

@@ -103,6 +103,9 @@ type Router struct {
 	replays    map[replayKey]*replayJob
 	replayWake chan struct{}
 	replayTurn atomic.Uint64
+	// replayBudget is replayFramesPerTick; raised by benchmarks to
+	// compare against unpaced replay.
+	replayBudget int
 	// pendingPubs are numbered publishes waiting for replica acks; syncs
 	// the groups whose new home gathers replicas.
 	pendingPubs map[pubKey]*pendingPublish
@@ -204,13 +207,14 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 		inbound:    make(map[network.Stream]struct{}),
 		recent:     dedup.New(recentRoutes),
 
-		replays:     make(map[replayKey]*replayJob),
-		replayWake:  make(chan struct{}, 1),
-		pendingPubs: make(map[pubKey]*pendingPublish),
-		syncs:       make(map[string]*groupSync),
-		resuming:    make(map[peer.ID]map[string]time.Time),
-		pos:         make(map[string]store.Pos),
-		restamped:   make(map[restampKey][]byte),
+		replays:      make(map[replayKey]*replayJob),
+		replayWake:   make(chan struct{}, 1),
+		replayBudget: replayFramesPerTick,
+		pendingPubs:  make(map[pubKey]*pendingPublish),
+		syncs:        make(map[string]*groupSync),
+		resuming:     make(map[peer.ID]map[string]time.Time),
+		pos:          make(map[string]store.Pos),
+		restamped:    make(map[restampKey][]byte),
 	}
 	r.links = newLinks(h, r.log, cfg.Now, &r.stats)
 	r.links.failed = r.dropRoutesVia
