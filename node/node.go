@@ -347,6 +347,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		if n.client, err = n.newClient(); err != nil {
 			return err
 		}
+		// The groups joined before a restart, resumed where they were.
+		groups, err := loadGroupState(n.cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		if err := n.client.RestoreGroups(groups); err != nil {
+			return fmt.Errorf("%s: %w", groupStateFile, err)
+		}
 	}
 	if n.cfg.APIListen != APIOff {
 		if err := n.startAPI(ctx); err != nil {
@@ -376,6 +384,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	if n.client != nil {
 		n.goLoop(func() { n.client.Run(runCtx) })
+		n.goLoop(func() { n.groupStateLoop(runCtx) })
 	}
 	n.log.Info("started", "id", n.host.ID(), "role", n.cfg.Role, "addrs", n.host.Addrs())
 	return nil

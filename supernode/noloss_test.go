@@ -109,6 +109,25 @@ func (c *noLossCluster) groupHomedAt(i int) string {
 	return ""
 }
 
+// clientHost adds a host linked and connected to the supernodes only (not
+// to the other clients: a thousand clients fully meshed cost gigabytes).
+func (c *noLossCluster) clientHost() host.Host {
+	c.t.Helper()
+	h, err := c.n.mn.GenPeer()
+	if err != nil {
+		c.t.Fatalf("mocknet peer: %v", err)
+	}
+	for _, sn := range c.sns {
+		if _, err := c.n.mn.LinkPeers(h.ID(), sn.h.ID()); err != nil {
+			c.t.Fatalf("link: %v", err)
+		}
+		if _, err := c.n.mn.ConnectPeers(h.ID(), sn.h.ID()); err != nil {
+			c.t.Fatalf("connect: %v", err)
+		}
+	}
+	return deadlineHost{Host: h, net: c.n}
+}
+
 // key is supernode p's private key.
 func (c *noLossCluster) key(p peer.ID) crypto.PrivKey {
 	return c.sns[c.index(p)].h.Peerstore().PrivKey(p)

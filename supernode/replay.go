@@ -244,6 +244,11 @@ func (r *Router) finishReplay(j *replayJob) {
 		}
 		j.after = store.Pos{Epoch: e.Epoch, Seq: e.Seq}
 	}
+	// The end of the replay must reach the member's supernode, which
+	// holds the member until it does: on a full link, next tick.
+	if !r.sendReplayDoneLocked(j.key, &pb.Resumed{Group: j.key.group, Epoch: j.after.Epoch, Seq: j.after.Seq, Missed: j.missed, MissedUnknown: j.unknown}) {
+		return
+	}
 	delete(r.replays, j.key)
 	if hg := r.homes[j.key.group]; hg != nil && j.key.member == "" {
 		delete(hg.replaying, j.key.sn)
@@ -252,7 +257,6 @@ func (r *Router) finishReplay(j *replayJob) {
 	if j.missed > 0 || j.unknown {
 		r.stats.ReplaysGap.Add(1)
 	}
-	r.sendReplayDoneLocked(j.key, &pb.Resumed{Group: j.key.group, Epoch: j.after.Epoch, Seq: j.after.Seq, Missed: j.missed, MissedUnknown: j.unknown})
 }
 
 // sendReplayEntry sends one logged message to a replay's supernode: for
@@ -264,25 +268,27 @@ func (r *Router) sendReplayEntry(k replayKey, e store.Entry, locked bool) bool {
 	if gm == nil {
 		return true // undecodable: skipped (counted)
 	}
-	r.stats.Replayed.Add(1)
-	if k.member != "" {
+	sent := true
+	switch {
+	case k.member != "":
 		one := proto.CloneOf(gm)
 		one.Only = []byte(k.member)
 		if k.sn == r.self() {
 			r.deliverOnly(one)
-			return true
-		}
-		return r.links.sendGroup(k.sn, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: one}}))
-	}
-	if k.sn == r.self() {
-		if locked {
-			r.fanoutLocalLocked(gm)
 		} else {
-			r.fanoutLocal(gm)
+			sent = r.links.sendGroup(k.sn, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: one}}))
 		}
-		return true
+	case k.sn != r.self():
+		sent = r.links.sendGroup(k.sn, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: gm}}))
+	case locked:
+		r.fanoutLocalLocked(gm)
+	default:
+		r.fanoutLocal(gm)
 	}
-	return r.links.sendGroup(k.sn, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: gm}}))
+	if sent {
+		r.stats.Replayed.Add(1)
+	}
+	return sent
 }
 
 // replayMessage decodes a log entry, stamping it anew when another home
@@ -327,15 +333,16 @@ type restampKey struct {
 // (~200 bytes each).
 const maxRestamped = 65536
 
-// sendReplayDoneLocked tells the replay's supernode that it is complete.
-func (r *Router) sendReplayDoneLocked(k replayKey, res *pb.Resumed) {
+// sendReplayDoneLocked tells the replay's supernode that it is complete;
+// false when the link would not take it.
+func (r *Router) sendReplayDoneLocked(k replayKey, res *pb.Resumed) bool {
 	if k.sn == r.self() {
 		if k.member != "" {
 			r.resumeDoneLocked(k.member, res)
 		}
-		return
+		return true
 	}
-	r.links.send(k.sn, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_ReplayDone{ReplayDone: &pb.ReplayDone{Member: []byte(k.member), Resumed: res}}}))
+	return r.links.send(k.sn, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_ReplayDone{ReplayDone: &pb.ReplayDone{Member: []byte(k.member), Resumed: res}}}))
 }
 
 // onReplayDone is a home's ReplayDone at a member's supernode.

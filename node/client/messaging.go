@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -580,4 +582,47 @@ func (c *Client) mayBeHome(group string) func(peer.ID) bool {
 		e, ok := c.dir.Snapshot().Get(p)
 		return ok && e.Role == protocol.RoleSupernode
 	}
+}
+
+// GroupState is a joined group and the position of the last message of it
+// this client delivered (zero before the first): what a restarted daemon
+// needs to rejoin and resume it.
+type GroupState struct {
+	Group string `json:"group"`
+	Epoch uint64 `json:"epoch,omitempty"`
+	Seq   uint64 `json:"seq,omitempty"`
+}
+
+// GroupStates returns the joined groups with their positions, sorted by
+// name.
+func (c *Client) GroupStates() []GroupState {
+	c.msg.mu.Lock()
+	defer c.msg.mu.Unlock()
+	out := make([]GroupState, 0, len(c.msg.groups))
+	for g := range c.msg.groups {
+		p := c.msg.cursor[g]
+		out = append(out, GroupState{Group: g, Epoch: p.epoch, Seq: p.seq})
+	}
+	slices.SortFunc(out, func(a, b GroupState) int { return strings.Compare(a.Group, b.Group) })
+	return out
+}
+
+// RestoreGroups joins the groups of a previous run, each resumed from its
+// position on the next session: call it before Run. A state with an
+// invalid group name is an error naming it, and nothing is restored.
+func (c *Client) RestoreGroups(states []GroupState) error {
+	for _, s := range states {
+		if err := checkGroup(s.Group); err != nil {
+			return fmt.Errorf("restore group %q: %w", s.Group, err)
+		}
+	}
+	c.msg.mu.Lock()
+	defer c.msg.mu.Unlock()
+	for _, s := range states {
+		c.msg.groups[s.Group] = true
+		if s.Epoch != 0 || s.Seq != 0 {
+			c.msg.cursor[s.Group] = groupPos{s.Epoch, s.Seq}
+		}
+	}
+	return nil
 }
