@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -505,5 +506,89 @@ func TestClientRefusesForgedGroupMessages(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(c.m.refused.WithLabelValues(refusedNotMember)); got != 1 {
 		t.Fatalf("%v messages for a group not joined counted, want 1", got)
+	}
+}
+
+// TestClientResumesItsGroups: a client restored with a group's position
+// (a restarted daemon) joins it on its session with resume from that
+// position; a group message delivered advances the position; the home's
+// Resumed notice with messages missed reaches listeners as a gap for the
+// group, never silence.
+func TestClientResumesItsGroups(t *testing.T) {
+	mn := newMocknet(t)
+	sn := newFake(t, mn, func() *pb.AttachResponse {
+		return &pb.AttachResponse{Status: pb.AttachResponse_STATUS_ACCEPT, KeepaliveMs: 50}
+	})
+	homeKey, home := edKey(t)
+	r, err := ring.New([]ring.Member{{ID: home.String(), Weight: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rings ring.Published
+	rings.Publish(r)
+	h := edPeer(t, mn)
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(h, staticDir{&directory.Snapshot{}}, &rings, Config{
+		AnnounceInterval: 20 * time.Millisecond, RetryBase: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
+		ReturnInterval: time.Hour, AckTimeout: 10 * time.Second, Bootstrap: []peer.AddrInfo{{ID: sn.h.ID()}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestoreGroups([]GroupState{{Group: "bad\x00name"}}); err == nil {
+		t.Fatal("a state with an invalid group name was restored")
+	}
+	if err := c.RestoreGroups([]GroupState{{Group: "g", Epoch: 5, Seq: 9}, {Group: "fresh"}}); err != nil {
+		t.Fatal(err)
+	}
+	l := c.Listen()
+	defer l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	ops := map[string]*pb.GroupOp{}
+	for len(ops) < 2 {
+		select {
+		case f := <-sn.got:
+			if op := f.GetGroupOp(); op != nil {
+				ops[op.GetGroup()] = op
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("group ops on the session: %v, want joins of g and fresh", ops)
+		}
+	}
+	if op := ops["g"]; !op.GetJoin() || !op.GetResume() || op.GetResumeEpoch() != 5 || op.GetResumeSeq() != 9 {
+		t.Fatalf("join of g: %v, want resume from (5, 9)", op)
+	}
+	if op := ops["fresh"]; !op.GetJoin() || op.GetResume() {
+		t.Fatalf("join of fresh: %v, want a join without resume (nothing delivered yet)", op)
+	}
+	s := sn.session()
+	pubKey, publisher := edKey(t)
+	id := protocol.NewMessageID()
+	publish, err := protocol.SignPublish(pubKey, "g", id, []byte("m10"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := protocol.Stamp(homeKey, "g", 5, 10, publish)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn.send(s, &pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: &pb.GroupMessage{
+		Group: "g", Epoch: 5, Seq: 10, From: []byte(publisher), Id: id, Publish: publish, Stamp: st}}})
+	sn.send(s, &pb.SessionFrame{Kind: &pb.SessionFrame_Resumed{Resumed: &pb.Resumed{Group: "g", Epoch: 5, Seq: 10, Missed: 3}}})
+	if in := <-l.C; in.Kind != KindGroup || in.Seq != 10 {
+		t.Fatalf("listener got %+v, want message 10", in)
+	}
+	if in := <-l.C; in.Kind != KindGap || in.Group != "g" || in.Dropped != 3 {
+		t.Fatalf("listener got %+v, want a gap of 3 in g", in)
+	}
+	want := []GroupState{{Group: "fresh"}, {Group: "g", Epoch: 5, Seq: 10}}
+	if got := c.GroupStates(); !slices.Equal(got, want) {
+		t.Fatalf("group states %v, want %v", got, want)
 	}
 }
