@@ -138,10 +138,24 @@ type SendRequest struct {
 	Payload []byte `json:"payload,omitempty"`
 }
 
-// SendResponse reports a delivered direct message.
+// Outcomes of a direct message that succeeded (SendResponse.Status).
+const (
+	// SendDelivered: the recipient acked it.
+	SendDelivered = "delivered"
+	// SendStored: the recipient is offline; a majority of its home
+	// cluster stored the message and delivers it when it attaches.
+	SendStored = "stored"
+)
+
+// SendResponse reports a direct message delivered or stored.
 type SendResponse struct {
-	ID     string `json:"id"`
+	ID string `json:"id"`
+	// Status is SendDelivered or SendStored.
 	Status string `json:"status"`
+	// Stored is Status == SendStored.
+	Stored bool `json:"stored"`
+	// Detail says how long a stored message is kept ("kept up to 168h0m0s").
+	Detail string `json:"detail,omitempty"`
 }
 
 // PublishResponse reports a group publish: the home's epoch and sequence.
