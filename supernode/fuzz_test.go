@@ -1,6 +1,7 @@
 package supernode
 
 import (
+	"path/filepath"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -8,6 +9,7 @@ import (
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/supernode/store"
 )
 
 // FuzzRelayFrame drives the relay handler itself, not only the decoder:
@@ -18,7 +20,12 @@ import (
 func FuzzRelayFrame(f *testing.F) {
 	n := newTestNet(f)
 	var rp ring.Published
-	sn := newSupernode(f, n, supernodeConfig{router: &RouterConfig{Ring: rp.Load}})
+	st, err := store.Open(filepath.Join(f.TempDir(), "store.db"), store.Limits{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	sn := newSupernode(f, n, supernodeConfig{router: &RouterConfig{Ring: rp.Load, Store: st}})
+	f.Cleanup(func() { _ = st.Close() })
 	other := newPeerID(f)
 	rp.Publish(newRing(f, sn.h.ID(), other))
 	victim := newPeerID(f)
@@ -30,6 +37,8 @@ func FuzzRelayFrame(f *testing.F) {
 		{Kind: &pb.RelayFrame_Deliver{Deliver: &pb.DirectMessage{Id: protocol.NewMessageID(), To: []byte(victim)}}},
 		{Kind: &pb.RelayFrame_Nack{Nack: &pb.DirectMessage{Id: protocol.NewMessageID(), To: []byte(victim)}}},
 		{Kind: &pb.RelayFrame_Ack{Ack: &pb.Ack{Id: protocol.NewMessageID(), To: []byte(victim)}}},
+		{Kind: &pb.RelayFrame_Store{Store: &pb.StoreRequest{Message: &pb.DirectMessage{Id: protocol.NewMessageID(), From: []byte(victim), To: []byte(other), Sealed: []byte("not signed")}, ExpiresUnixMs: 1 << 50}}},
+		{Kind: &pb.RelayFrame_StoreResult{StoreResult: &pb.StoreResult{Id: protocol.NewMessageID(), From: []byte(victim), Status: pb.Result_STATUS_STORED}}},
 	} {
 		b, err := proto.Marshal(fr)
 		if err != nil {
@@ -46,6 +55,9 @@ func FuzzRelayFrame(f *testing.F) {
 			return
 		}
 		sn.r.onRelay(other, &fr)
+		if m := st.Stats().OfflineMessages; m > 0 {
+			t.Fatalf("%d messages stored that no sender signed", m)
+		}
 		if p, ok := presenceOf(sn.r, victim); ok {
 			t.Fatalf("an unsigned presence record was stored: %+v", p)
 		}
