@@ -32,6 +32,7 @@ import (
 	"github.com/overlayd/overlayd/supernode"
 	"github.com/overlayd/overlayd/supernode/capacity"
 	"github.com/overlayd/overlayd/supernode/fanout"
+	"github.com/overlayd/overlayd/supernode/store"
 )
 
 // Node is one overlayd daemon.
@@ -49,6 +50,7 @@ type Node struct {
 	clientOpts  []client.Option
 	seedFn      func() uint64
 	perMember   bool
+	storeLimits *store.Limits // WithStoreLimitsForTest
 	gater       connmgr.ConnectionGater
 	mdnsService string // WithMDNSForTest's service name ("" for MDNSService)
 	pinnedReach *network.Reachability
@@ -84,6 +86,7 @@ type Node struct {
 	admission *supernode.Admission
 	router    *supernode.Router
 	engine    *fanout.Engine
+	store     *store.Store   // a supernode's offline store; closed after the router
 	client    *client.Client // ordinary and auto nodes; nil on a pinned supernode
 	bootstrap []peer.AddrInfo
 	m         *metrics
@@ -197,6 +200,15 @@ func WithoutJitterForTest(interval time.Duration) Option {
 		}
 		n.clientOpts = append(n.clientOpts, client.WithoutJitterForTest(),
 			client.WithRetryStrategy(func(*rand.Rand) backoff.Strategy { return backoff.Fixed(interval) }))
+		return nil
+	}
+}
+
+// WithStoreLimitsForTest replaces the supernode store's limits (quotas,
+// MaxBytes; --store-max-bytes is ignored), so tests can reach them.
+func WithStoreLimitsForTest(lim store.Limits) Option {
+	return func(n *Node) error {
+		n.storeLimits = &lim
 		return nil
 	}
 }
@@ -422,6 +434,9 @@ func (n *Node) Close() error {
 		n.router.Close()
 	}
 	var errs []error
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
 	if n.httpCancel != nil {
 		n.httpCancel()
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"math/rand/v2"
+	"path/filepath"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -10,10 +11,14 @@ import (
 	"github.com/overlayd/overlayd/supernode"
 	"github.com/overlayd/overlayd/supernode/capacity"
 	"github.com/overlayd/overlayd/supernode/fanout"
+	"github.com/overlayd/overlayd/supernode/store"
 )
 
+// StoreFile is the supernode's store in the data dir (supernode/store).
+const StoreFile = "store.db"
+
 // startSupernode sets up the supernode role: capacity semaphores, the
-// attach protocol and the announcer. A pinned supernode serves at once; an
+// attach protocol, the store and the announcer. A pinned supernode serves at once; an
 // auto node keeps it all idle until it promotes.
 func (n *Node) startSupernode() error {
 	var err error
@@ -41,6 +46,19 @@ func (n *Node) startSupernode() error {
 		return err
 	}
 	n.engine.Start()
+	if err := EnsureDataDir(n.cfg.DataDir); err != nil {
+		return err
+	}
+	lim := store.DefaultLimits()
+	lim.MaxBytes = n.cfg.StoreMaxBytes
+	if n.storeLimits != nil {
+		lim = *n.storeLimits
+	}
+	// An unreadable store (corrupt, locked by another process) fails the
+	// start with the store's error, which names the file: never wiped.
+	if n.store, err = store.Open(filepath.Join(n.cfg.DataDir, StoreFile), lim, store.WithClock(n.now)); err != nil {
+		return err
+	}
 	n.router, err = supernode.NewRouter(n.host, n.admission, supernode.RouterConfig{
 		Ring:        n.rings.Load,
 		IsSupernode: n.isSupernode,
@@ -48,6 +66,8 @@ func (n *Node) startSupernode() error {
 		Refresh:     n.cfg.AnnounceInterval,
 		Sems:        n.sems,
 		Fanout:      n.engine,
+		Store:       n.store,
+		OfflineTTL:  n.cfg.OfflineTTL,
 
 		PerMemberFanoutForTest: n.perMember,
 		Now:                    n.now,
