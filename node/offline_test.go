@@ -281,3 +281,50 @@ func TestCorruptStoreFailsStart(t *testing.T) {
 		t.Fatal("the corrupt file was changed")
 	}
 }
+
+// TestOfflineMessageExpires: a stored message whose TTL passes before its
+// recipient attaches is removed and counted at every replica, and not
+// delivered.
+func TestOfflineMessageExpires(t *testing.T) {
+	var sns []*Node
+	boot := ""
+	for range 3 {
+		c := attachConfig(t, RoleSupernode, boot)
+		c.Capacity, c.OfflineTTL = 10, time.Second
+		sn := startNode(t, c)
+		if boot == "" {
+			boot = p2pAddr(sn)
+		}
+		sns = append(sns, sn)
+	}
+	waitFor(t, 5*time.Second, "supernode rings", func() bool {
+		for _, sn := range sns {
+			if r := sn.Ring(); r == nil || r.Len() != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	a, _ := clientAt(t, sns, sns[0])
+	key, id := newKey(t)
+	if res, err := a.Client().Send(context.Background(), id, []byte("too late")); err != nil || !res.Stored {
+		t.Fatalf("send: %+v, %v", res, err)
+	}
+	waitFor(t, 10*time.Second, "expired at every replica", func() bool {
+		_, total := storedAt(sns, id)
+		return total == 0
+	})
+	var expired float64
+	for _, sn := range sns {
+		expired += sn.metricForTest(t, "overlayd_supernode_offline_expired_total")
+	}
+	if expired < 2 {
+		t.Fatalf("counted %v expired, want one per replica that held it (at least 2)", expired)
+	}
+	b, l := lateRecipient(t, p2pAddr(sns[1]), key)
+	waitFor(t, 10*time.Second, "b attached", func() bool { return b.attachmentForTest() != "" })
+	if res, err := a.Client().Send(context.Background(), id, []byte("marker")); err != nil || res.Stored {
+		t.Fatalf("marker: %+v, %v", res, err)
+	}
+	expectOnly(t, l, nil, "marker")
+}

@@ -24,8 +24,8 @@ func FuzzRelayFrame(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	f.Cleanup(func() { _ = st.Close() }) // after the router's
 	sn := newSupernode(f, n, supernodeConfig{router: &RouterConfig{Ring: rp.Load, Store: st}})
-	f.Cleanup(func() { _ = st.Close() })
 	other := newPeerID(f)
 	rp.Publish(newRing(f, sn.h.ID(), other))
 	victim := newPeerID(f)

@@ -82,11 +82,11 @@ func newOfflineNode(t testing.TB, n *testNet, lim store.Limits, ttl time.Duratio
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = st.Close() }) // after the router's (cleanups run last in, first out)
 	var rp ring.Published
 	sn := newSupernode(t, n, supernodeConfig{capacity: 10, router: &RouterConfig{
 		Ring: rp.Load, Store: st, OfflineTTL: ttl, Now: clock.Now, Refresh: time.Hour,
 	}})
-	t.Cleanup(func() { _ = st.Close() }) // after the router (cleanups run last in, first out)
 	rp.Publish(newRing(t, sn.h.ID()))
 	return &offlineNode{testSupernode: sn, st: st, clock: clock}
 }
