@@ -5,7 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -327,4 +330,95 @@ func TestOfflineMessageExpires(t *testing.T) {
 		t.Fatalf("marker: %+v, %v", res, err)
 	}
 	expectOnly(t, l, nil, "marker")
+}
+
+// BenchmarkOfflineStore measures storing direct messages for offline peers
+// through one supernode with R = 3: a client attached to one of 3
+// supernodes sends 200-byte messages to 256 peers that are attached
+// nowhere, from 4 goroutines; each Send returns once a majority of the
+// recipient's home cluster stored the message on disk. It reports stored
+// messages per second and the latency to "stored" (p50, p99).
+func BenchmarkOfflineStore(b *testing.B) {
+	lim := store.Limits{OfflinePerSender: store.Quota{Count: 1 << 30, Bytes: 1 << 40}}
+	var sns []*Node
+	boot := ""
+	for range 3 {
+		c := attachConfig(b, RoleSupernode, boot)
+		c.Capacity = 10
+		n, err := New(c, WithStoreLimitsForTest(lim))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := n.Start(context.Background()); err != nil {
+			n.Close()
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { n.Close() })
+		if boot == "" {
+			boot = p2pAddr(n)
+		}
+		sns = append(sns, n)
+	}
+	waitFor(b, 10*time.Second, "supernode rings", func() bool {
+		for _, sn := range sns {
+			if r := sn.Ring(); r == nil || r.Len() != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	a, err := New(attachConfig(b, RoleOrdinary, boot))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		a.Close()
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { a.Close() })
+	waitFor(b, 10*time.Second, "sender attached", func() bool { return a.attachmentForTest() != "" })
+	to := make([]peer.ID, 256)
+	for i := range to {
+		k, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		to[i], _ = peer.IDFromPrivateKey(k)
+	}
+	payload := make([]byte, 200)
+	lat := make([]time.Duration, b.N)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for range 4 {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < b.N; i = int(next.Add(1) - 1) {
+				t0 := time.Now()
+				res, err := a.Client().Send(context.Background(), to[i%len(to)], payload)
+				if err == nil && !res.Stored {
+					err = errors.New("delivered to a peer that should be offline")
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				lat[i] = time.Since(t0)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	slices.Sort(lat)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "stored/s")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 }
