@@ -267,12 +267,16 @@ func (r *Router) putStored(req *pb.StoreRequest) *pb.StoreResult {
 }
 
 // forwardStored starts a pass forwarding what this replica holds for
-// client to supernode loc, unless one runs for client already or no relays
-// slot is free (a later presence refresh tries again).
+// client to supernode loc, unless one runs for client already, a quarter
+// of the relays slots hold passes, or no relays slot is free (a later
+// presence refresh tries again).
 func (r *Router) forwardStored(client, loc peer.ID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed.Load() || r.forwarding[client] != nil || !r.cfg.Sems.Relays.TryAcquire() {
+	// Passes take at most a quarter of the relays slots: live messages
+	// keep the rest.
+	if r.closed.Load() || r.forwarding[client] != nil || len(r.forwarding) >= max(1, r.cfg.Sems.Relays.Max()/4) ||
+		!r.cfg.Sems.Relays.TryAcquire() {
 		return
 	}
 	fw := &forwardPass{deleted: make(chan struct{}, forwardBatch)}
