@@ -21,7 +21,7 @@ type Offline struct {
 	Expires time.Time
 }
 
-// maxTime is the last time a UnixNano can hold.
+// maxUnixNano is the last time a UnixNano can hold.
 var maxUnixNano = time.Unix(0, 1<<63-1)
 
 func (s *Store) validOffline(o Offline, now time.Time) error {
@@ -36,6 +36,8 @@ func (s *Store) validOffline(o Offline, now time.Time) error {
 		return fmt.Errorf("%w: empty data", ErrInvalid)
 	case !o.Expires.After(now):
 		return fmt.Errorf("%w: expires %v is not after now %v", ErrInvalid, o.Expires, now)
+	case o.Expires.UnixNano() <= 0:
+		return fmt.Errorf("%w: expires %v is before 1970", ErrInvalid, o.Expires)
 	case o.Expires.After(maxUnixNano):
 		return fmt.Errorf("%w: expires %v is too far ahead", ErrInvalid, o.Expires)
 	}

@@ -83,6 +83,10 @@ func TestOpenUndecodableRecord(t *testing.T) {
 				t.Fatal(err)
 			}
 			writeBolt(t, ts.path, func(tx *bolt.Tx) error { return tx.Bucket(tc.bucket).Put(tc.k, tc.v) })
+			before, err := os.ReadFile(ts.path)
+			if err != nil {
+				t.Fatal(err)
+			}
 			s, err := Open(ts.path, Limits{})
 			if err == nil {
 				_ = s.Close()
@@ -90,6 +94,9 @@ func TestOpenUndecodableRecord(t *testing.T) {
 			}
 			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), ts.path) {
 				t.Fatalf("Open = %v, want ErrCorrupt naming %s", err, ts.path)
+			}
+			if after, _ := os.ReadFile(ts.path); !bytes.Equal(after, before) {
+				t.Fatal("Open changed the file it refused")
 			}
 		})
 	}
@@ -104,8 +111,12 @@ func TestOpenForeignBolt(t *testing.T) {
 		}
 		return b.Put([]byte("k"), []byte("v"))
 	})
+	before, _ := os.ReadFile(path)
 	if _, err := Open(path, Limits{}); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "not an overlayd store") {
 		t.Fatalf("Open of another program's bbolt file = %v, want ErrCorrupt", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Fatal("Open changed another program's file")
 	}
 }
 

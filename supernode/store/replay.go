@@ -1,6 +1,7 @@
 package store
 
 import (
+	"container/heap"
 	"fmt"
 	"sort"
 	"time"
@@ -37,6 +38,35 @@ type rlog struct {
 	entries []rentry
 	head    int
 	bytes   int64
+	hidx    int // index in Store.heads
+}
+
+// heads orders the non-empty logs by their oldest entry (At, then group),
+// so the oldest head across groups is found in O(1) and replaced in
+// O(log groups) when trimming to the totals and expiring.
+type heads []*rlog
+
+func (h heads) Len() int { return len(h) }
+func (h heads) Less(i, j int) bool {
+	a, b := h[i].first().At, h[j].first().At
+	return a.Before(b) || a.Equal(b) && h[i].group < h[j].group
+}
+func (h heads) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].hidx, h[j].hidx = i, j
+}
+func (h *heads) Push(x any) {
+	l := x.(*rlog)
+	l.hidx = len(*h)
+	*h = append(*h, l)
+}
+func (h *heads) Pop() any {
+	old := *h
+	l := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	l.hidx = -1
+	return l
 }
 
 func (l *rlog) len() int            { return len(l.entries) - l.head }
@@ -73,7 +103,8 @@ func (l *rlog) pop() rentry {
 // (oldest head across groups first). If MaxBytes would be exceeded, replay
 // entries are trimmed oldest-first to make room; if there is still no room
 // AppendReplay returns ErrFull, keeping the entries before the one that did
-// not fit. group is 1..256 bytes; an entry at position (0, 0), or one larger
+// not fit. Expire removes entries from the head of each log, so a log is
+// taken to be appended in time order. group is 1..256 bytes; an entry at position (0, 0), or one larger
 // than the per-group or total replay bytes, is ErrInvalid.
 func (s *Store) AppendReplay(group string, entries ...Entry) error {
 	if len(group) == 0 || len(group) > maxGroupLen {
@@ -114,13 +145,16 @@ func (s *Store) AppendReplay(group string, entries ...Entry) error {
 					ErrFull, s.bytes, s.offBytes, size, s.lim.MaxBytes)
 			}
 		}
+		e.Data = append([]byte(nil), e.Data...)
+		re := rentry{Entry: e, size: size}
 		if l = s.logs[group]; l == nil {
 			l = &rlog{group: group}
 			s.logs[group] = l
+			l.push(re)
+			heap.Push(&s.heads, l)
+		} else {
+			l.push(re)
 		}
-		e.Data = append([]byte(nil), e.Data...)
-		re := rentry{Entry: e, size: size}
-		l.push(re)
 		s.replayN++
 		s.replayB += size
 		s.bytes += size
@@ -140,21 +174,10 @@ func (s *Store) AppendReplay(group string, entries ...Entry) error {
 // trimOldestLocked removes the oldest head across all logs (by At, then
 // group), counting it as trimmed; false when no log holds anything.
 func (s *Store) trimOldestLocked() bool {
-	var oldest *rlog
-	for _, l := range s.logs {
-		if oldest == nil {
-			oldest = l
-			continue
-		}
-		a, b := l.first().At, oldest.first().At
-		if a.Before(b) || a.Equal(b) && l.group < oldest.group {
-			oldest = l
-		}
-	}
-	if oldest == nil {
+	if len(s.heads) == 0 {
 		return false
 	}
-	s.popLocked(oldest)
+	s.popLocked(s.heads[0])
 	s.stats.ReplayTrimmed++
 	return true
 }
@@ -173,6 +196,9 @@ func (s *Store) popLocked(l *rlog) {
 	s.pending[k] = nil
 	if l.len() == 0 {
 		delete(s.logs, l.group)
+		heap.Remove(&s.heads, l.hidx)
+	} else {
+		heap.Fix(&s.heads, l.hidx)
 	}
 }
 
@@ -212,16 +238,14 @@ func (s *Store) ReplayLast(group string) (Pos, bool) {
 	return Pos{}, false
 }
 
-// expireReplayLocked removes entries older than ReplayMaxAge from the head
-// of each log.
+// expireReplayLocked removes the entries older than ReplayMaxAge, oldest
+// head first across the logs.
 func (s *Store) expireReplayLocked(now time.Time) int {
 	cutoff := now.Add(-s.lim.ReplayMaxAge)
 	n := 0
-	for _, l := range s.logs {
-		for l.len() > 0 && l.first().At.Before(cutoff) {
-			s.popLocked(l)
-			n++
-		}
+	for len(s.heads) > 0 && s.heads[0].first().At.Before(cutoff) {
+		s.popLocked(s.heads[0])
+		n++
 	}
 	s.stats.ReplayExpired += uint64(n)
 	if n > 0 {
@@ -364,6 +388,9 @@ func (s *Store) loadReplay(tx *bolt.Tx) error {
 	})
 	if err != nil {
 		return err
+	}
+	for _, l := range s.logs {
+		heap.Push(&s.heads, l)
 	}
 	q := s.lim.ReplayPerGroup
 	for _, l := range s.logs {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -244,4 +246,57 @@ func TestReplayIgnoresAged(t *testing.T) {
 	if es, _, _ := ts.ReplayAfter("g", 0, 0, 0); !slices.Equal(positions(es), []Pos{{1, 2}}) {
 		t.Fatalf("ReplayAfter = %v, want only (1,2)", positions(es))
 	}
+}
+
+// TestReplayTrimOldestAcrossManyGroups appends to many groups in a shuffled
+// order and checks after every append that the total trim dropped exactly
+// the oldest entries, then that Expire drops exactly those past the age.
+func TestReplayTrimOldestAcrossManyGroups(t *testing.T) {
+	const groups, appends, keep = 40, 600, 100
+	size := ReplaySizeForTest("g00", 4)
+	ts := openTest(t, Limits{ReplayTotalBytes: keep * size, ReplayMaxAge: time.Hour})
+	rng := rand.New(rand.NewPCG(1, 2))
+	seq := make([]uint64, groups)
+	type rec struct {
+		group string
+		pos   Pos
+		at    time.Time
+	}
+	var all []rec
+	for i := range appends {
+		ts.clock.Advance(time.Millisecond)
+		g := rng.IntN(groups)
+		seq[g]++
+		name := fmt.Sprintf("g%02d", g)
+		ts.mustAppend(t, name, Entry{Epoch: 1, Seq: seq[g], Data: []byte("abcd")})
+		all = append(all, rec{name, Pos{1, seq[g]}, ts.clock.Now()})
+		held := 0
+		for g := range groups {
+			es, _, _ := ts.ReplayAfter(fmt.Sprintf("g%02d", g), 0, 0, 0)
+			held += len(es)
+		}
+		if want := min(i+1, keep); held != want {
+			t.Fatalf("after %d appends %d entries held, want %d", i+1, held, want)
+		}
+	}
+	// Held are exactly the newest keep appends.
+	check := func(from int) {
+		t.Helper()
+		for i, r := range all {
+			es, _, _ := ts.ReplayAfter(r.group, 0, 0, 0)
+			if got := slices.Contains(positions(es), r.pos); got != (i >= from) {
+				t.Fatalf("append %d (%s %v at %v): held %v, want %v", i, r.group, r.pos, r.at, got, i >= from)
+			}
+		}
+	}
+	check(appends - keep)
+	if st := ts.Stats(); st.ReplayTrimmed != appends-keep {
+		t.Fatalf("ReplayTrimmed = %d, want %d", st.ReplayTrimmed, appends-keep)
+	}
+	// Age out all but the newest 30: they were appended 1ms apart.
+	ts.clock.Advance(time.Hour - 30*time.Millisecond + time.Millisecond/2)
+	if _, n, _ := ts.Expire(); n != keep-30 {
+		t.Fatalf("Expire removed %d, want %d", n, keep-30)
+	}
+	check(appends - 30)
 }

@@ -132,8 +132,11 @@ func WithFlushInterval(d time.Duration) Option {
 }
 
 // WithBatchDelay sets how long PutOffline waits to gather concurrent puts
-// into one commit (bbolt's MaxBatchDelay). Default 2ms: a sequential put
-// pays it once per call, concurrent puts share one fsync.
+// into one commit (bbolt's MaxBatchDelay). Default 1ms: a put that finds
+// no company pays it once; concurrent puts share one commit and fsync.
+// With no delay each concurrent put waits for an fsync of its own (see
+// BenchmarkPutOffline: on a ~0.8ms-fsync disk, 16 parallel putters took
+// about 1ms per put without the delay and 0.2ms with it).
 func WithBatchDelay(d time.Duration) Option {
 	return func(o *options) {
 		if d >= 0 {
@@ -181,6 +184,7 @@ type Store struct {
 	recipient map[string]*usage
 	sender    map[string]*usage
 	logs      map[string]*rlog
+	heads     heads // the non-empty logs, oldest head first
 	replayB   int64
 	replayN   int
 	pending   map[string][]byte // replay key -> value to put, nil to delete
@@ -201,7 +205,7 @@ func Open(path string, lim Limits, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := options{now: time.Now, flushInterval: 20 * time.Millisecond, batchDelay: 2 * time.Millisecond, lockTimeout: time.Second}
+	o := options{now: time.Now, flushInterval: 20 * time.Millisecond, batchDelay: time.Millisecond, lockTimeout: time.Second}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -266,9 +270,11 @@ func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
 }
 
 // load checks the format, creates the buckets of a new store and rebuilds
-// the in-memory indexes.
+// the in-memory indexes. It writes only to a new (empty) store: a file it
+// refuses is left byte for byte as it was.
 func (s *Store) load() error {
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	fresh := false
+	err := s.db.View(func(tx *bolt.Tx) error {
 		meta := tx.Bucket(bucketMeta)
 		if meta == nil {
 			empty := true
@@ -276,24 +282,36 @@ func (s *Store) load() error {
 			if !empty {
 				return corrupt(s.path, errors.New("a bbolt file that is not an overlayd store"))
 			}
-			var err error
-			if meta, err = tx.CreateBucket(bucketMeta); err != nil {
-				return err
-			}
-			if err := meta.Put(keyFormat, formatV1); err != nil {
-				return err
-			}
+			fresh = true
+			return nil
 		}
 		if f := meta.Get(keyFormat); !bytes.Equal(f, formatV1) {
 			return corrupt(s.path, fmt.Errorf("unknown format %q", f))
 		}
 		for _, name := range [][]byte{bucketOffline, bucketIDs, bucketExpiry, bucketReplay} {
-			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
-				return err
+			if tx.Bucket(name) == nil {
+				return corrupt(s.path, fmt.Errorf("bucket %q is missing", name))
 			}
 		}
 		return nil
 	})
+	if err == nil && fresh {
+		err = s.db.Update(func(tx *bolt.Tx) error {
+			meta, err := tx.CreateBucket(bucketMeta)
+			if err != nil {
+				return err
+			}
+			if err := meta.Put(keyFormat, formatV1); err != nil {
+				return err
+			}
+			for _, name := range [][]byte{bucketOffline, bucketIDs, bucketExpiry, bucketReplay} {
+				if _, err := tx.CreateBucket(name); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
 	if err != nil {
 		if errors.Is(err, ErrCorrupt) {
 			return err
