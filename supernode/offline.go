@@ -396,6 +396,9 @@ func (r *Router) expireStored() {
 	if r.cfg.Store == nil {
 		return
 	}
+	if st := r.cfg.Store.Stats(); st.OfflineMessages == 0 && st.ReplayEntries == 0 {
+		return // nothing to expire: spare the disk a transaction
+	}
 	n, _, err := r.cfg.Store.Expire()
 	if err != nil {
 		r.log.Warn("offline store expiry", "err", err)
