@@ -95,13 +95,13 @@ func (r *Router) storeOffline(msg *pb.DirectMessage, to, from peer.ID) {
 	frame := encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Store{Store: req}})
 	self := r.self()
 	for _, h := range homes {
-		if h == self {
-			r.storeAnswer(self, r.putStored(req))
-			continue
-		}
-		if !r.links.send(h, frame) {
+		if h != self && !r.links.send(h, frame) {
 			r.storeAnswer(h, &pb.StoreResult{Id: msg.GetId(), From: msg.GetFrom(), Status: pb.Result_STATUS_UNREACHABLE, Detail: "link to the replica refused the frame"})
 		}
+	}
+	if slices.Contains(homes, self) {
+		// After the requests are on their way: the disks work in parallel.
+		r.storeAnswer(self, r.putStored(req))
 	}
 	st, detail := r.tallyStore(w, len(homes))
 	switch st {
