@@ -83,12 +83,16 @@ func (n *Node) messagingRoutes(mux *http.ServeMux) {
 			localapi.WriteError(w, http.StatusBadRequest, fmt.Errorf("recipient %q is not a peer ID: %w", req.To, err))
 			return
 		}
-		id, err := c.Send(r.Context(), to, payloadOf(req))
+		res, err := c.Send(r.Context(), to, payloadOf(req))
 		if err != nil {
-			localapi.WriteError(w, httpStatus(err), fmt.Errorf("message %x not delivered: %w", id, err))
+			localapi.WriteError(w, httpStatus(err), fmt.Errorf("message %x not delivered: %w", res.ID, err))
 			return
 		}
-		localapi.WriteJSON(w, localapi.SendResponse{ID: hex.EncodeToString(id), Status: "delivered"})
+		resp := localapi.SendResponse{ID: hex.EncodeToString(res.ID), Status: localapi.SendDelivered}
+		if res.Stored {
+			resp.Status, resp.Stored, resp.Detail = localapi.SendStored, true, res.Detail
+		}
+		localapi.WriteJSON(w, resp)
 	}))
 	mux.HandleFunc("GET /v1/groups", withClient(func(w http.ResponseWriter, _ *http.Request, c *client.Client) {
 		localapi.WriteJSON(w, c.Groups())
@@ -279,6 +283,8 @@ func httpStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, client.ErrUnreachable):
 		return http.StatusBadGateway
+	case errors.Is(err, client.ErrOverQuota):
+		return http.StatusInsufficientStorage
 	case errors.Is(err, client.ErrBusy), errors.Is(err, client.ErrNotAttached):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, client.ErrNoAck):

@@ -19,6 +19,7 @@ import (
 	"github.com/overlayd/overlayd/node/role"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/supernode"
 )
 
 // Role is the role a node is configured for.
@@ -134,6 +135,13 @@ type Config struct {
 	// It must be a loopback address unless MetricsPublic is set.
 	MetricsListen string `yaml:"metrics-listen"`
 	MetricsPublic bool   `yaml:"metrics-public"`
+	// OfflineTTL is how long a supernode keeps a direct message stored
+	// for an offline recipient (as the sender's supernode, the expiry it
+	// asks for; as a replica, the most it grants). Default 7 days.
+	OfflineTTL time.Duration `yaml:"offline-ttl"`
+	// StoreMaxBytes bounds a supernode's on-disk store (<DataDir>/store.db:
+	// offline messages and replay logs), in bytes. Default 1 GiB.
+	StoreMaxBytes int64 `yaml:"store-max-bytes"`
 	// APIListen is where the local API listens: "" for the unix socket in
 	// DataDir, a loopback host:port for TCP guarded by a bearer token kept
 	// in DataDir, or "off".
@@ -145,6 +153,10 @@ const (
 	DefaultCapacity         = 200
 	DefaultAnnounceInterval = 10 * time.Second
 	DefaultPort             = 4101
+	// DefaultStoreMaxBytes bounds a supernode's store: 1 GiB.
+	DefaultStoreMaxBytes = 1 << 30
+	// minStoreMaxBytes is the smallest --store-max-bytes: 1 MiB.
+	minStoreMaxBytes = 1 << 20
 )
 
 // DefaultDataDir is $XDG_STATE_HOME/overlayd, else ~/.local/state/overlayd,
@@ -179,6 +191,8 @@ func DefaultConfig() Config {
 		RetryMax:         time.Minute,
 		ReturnInterval:   30 * time.Second,
 		DrainPeriod:      time.Minute,
+		OfflineTTL:       supernode.DefaultOfflineTTL,
+		StoreMaxBytes:    DefaultStoreMaxBytes,
 		LogLevel:         "info",
 		LogFormat:        "text",
 
@@ -245,6 +259,7 @@ func (c *Config) Validate() error {
 		{"--auto-promote-delay-min", c.AutoPromoteDelayMin, 0, 24 * time.Hour},
 		{"--auto-promote-delay-max", c.AutoPromoteDelayMax, c.AutoPromoteDelayMin, 24 * time.Hour},
 		{"--auto-demote-after", c.AutoDemoteAfter, 0, 24 * time.Hour},
+		{"--offline-ttl", c.OfflineTTL, time.Second, 365 * 24 * time.Hour},
 	} {
 		if d.v < d.lo || d.v > d.hi {
 			return cfgErr(d.name, d.v.String(), "must be within [%v, %v]", d.lo, d.hi)
@@ -258,6 +273,9 @@ func (c *Config) Validate() error {
 	}
 	if !(c.AutoSpareHigh > c.AutoSpareLow && c.AutoSpareHigh <= 1000) {
 		return cfgErr("--auto-spare-high", fmt.Sprint(c.AutoSpareHigh), "must be above --auto-spare-low (%v) and at most 1000: the gap is the hysteresis", c.AutoSpareLow)
+	}
+	if c.StoreMaxBytes < minStoreMaxBytes || c.StoreMaxBytes > 1<<50 {
+		return cfgErr("--store-max-bytes", fmt.Sprint(c.StoreMaxBytes), "must be within [%d (1 MiB), %d (1 PiB)] bytes", minStoreMaxBytes, int64(1<<50))
 	}
 	if c.ConnHeadroom < 16 || c.ConnHeadroom > 1_000_000 {
 		return cfgErr("--conn-headroom", fmt.Sprint(c.ConnHeadroom), "must be within [16, 1000000]")

@@ -50,6 +50,7 @@ type Node struct {
 	clientOpts  []client.Option
 	seedFn      func() uint64
 	perMember   bool
+	storeLimits *store.Limits // WithStoreLimitsForTest
 	gater       connmgr.ConnectionGater
 	mdnsService string // WithMDNSForTest's service name ("" for MDNSService)
 	pinnedReach *network.Reachability
@@ -84,8 +85,8 @@ type Node struct {
 	sems      *capacity.Set
 	admission *supernode.Admission
 	router    *supernode.Router
-	store     *store.Store // the supernode's replay logs and offline messages
 	engine    *fanout.Engine
+	store     *store.Store   // a supernode's replay logs and offline messages; closed last
 	client    *client.Client // ordinary and auto nodes; nil on a pinned supernode
 	bootstrap []peer.AddrInfo
 	m         *metrics
@@ -199,6 +200,15 @@ func WithoutJitterForTest(interval time.Duration) Option {
 		}
 		n.clientOpts = append(n.clientOpts, client.WithoutJitterForTest(),
 			client.WithRetryStrategy(func(*rand.Rand) backoff.Strategy { return backoff.Fixed(interval) }))
+		return nil
+	}
+}
+
+// WithStoreLimitsForTest replaces the supernode store's limits (quotas,
+// MaxBytes; --store-max-bytes is ignored), so tests can reach them.
+func WithStoreLimitsForTest(lim store.Limits) Option {
+	return func(n *Node) error {
+		n.storeLimits = &lim
 		return nil
 	}
 }

@@ -59,6 +59,11 @@ func (n *Node) Status() localapi.Status {
 	if n.admission != nil {
 		s.AttachedClients = n.admission.Load()
 	}
+	if n.router != nil {
+		if o, ok := n.router.Offline(); ok {
+			s.OfflineStore = &localapi.OfflineStore{Messages: o.Messages, Recipients: o.Recipients, Bytes: o.Bytes, MaxBytes: o.MaxBytes}
+		}
+	}
 	s.Relay = n.relayStatus()
 	s.Refusals = n.refusals()
 	if c, ok := n.MegaCert(); ok {

@@ -14,8 +14,11 @@ import (
 	"github.com/overlayd/overlayd/supernode/store"
 )
 
+// StoreFile is the supernode's store in the data dir (supernode/store).
+const StoreFile = "store.db"
+
 // startSupernode sets up the supernode role: capacity semaphores, the
-// attach protocol and the announcer. A pinned supernode serves at once; an
+// attach protocol, the store and the announcer. A pinned supernode serves at once; an
 // auto node keeps it all idle until it promotes.
 func (n *Node) startSupernode() error {
 	var err error
@@ -43,13 +46,17 @@ func (n *Node) startSupernode() error {
 		return err
 	}
 	n.engine.Start()
-	// The store: what this supernode holds for others survives a
-	// restart with the same data dir; a corrupt one stops the start.
 	if err := EnsureDataDir(n.cfg.DataDir); err != nil {
 		return err
 	}
-	n.store, err = store.Open(filepath.Join(n.cfg.DataDir, "store.db"), store.Limits{}, store.WithClock(n.now))
-	if err != nil {
+	lim := store.DefaultLimits()
+	lim.MaxBytes = n.cfg.StoreMaxBytes
+	if n.storeLimits != nil {
+		lim = *n.storeLimits
+	}
+	// An unreadable store (corrupt, locked by another process) fails the
+	// start with the store's error, which names the file: never wiped.
+	if n.store, err = store.Open(filepath.Join(n.cfg.DataDir, StoreFile), lim, store.WithClock(n.now)); err != nil {
 		return err
 	}
 	n.router, err = supernode.NewRouter(n.host, n.admission, supernode.RouterConfig{
@@ -60,6 +67,7 @@ func (n *Node) startSupernode() error {
 		Sems:        n.sems,
 		Fanout:      n.engine,
 		Store:       n.store,
+		OfflineTTL:  n.cfg.OfflineTTL,
 
 		PerMemberFanoutForTest: n.perMember,
 		Now:                    n.now,

@@ -186,3 +186,28 @@ func VerifyAck(signed []byte, recipient, sender peer.ID, id []byte) error {
 	}
 	return nil
 }
+
+// VerifyDirectSender checks, without decrypting, that sealed is signed by
+// from as its message id to peer to: what a supernode storing the message
+// for an offline recipient can check, so that nobody can store messages
+// (and spend quotas) in another sender's name. It fails with
+// ErrDirectSignature or ErrDirectMismatch (wrapped). The recipient still
+// opens the message with OpenDirect, which checks the same and decrypts.
+func VerifyDirectSender(from, to peer.ID, id, sealed []byte) error {
+	if len(sealed) == 0 || len(sealed) > MaxSealedDirect {
+		return fmt.Errorf("%w: %d bytes", ErrDirectSignature, len(sealed))
+	}
+	var rec pb.SealedDirect
+	env, err := record.ConsumeTypedEnvelope(sealed, directKind.of(&rec))
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrDirectSignature, err)
+	}
+	signer, err := peer.IDFromPublicKey(env.PublicKey)
+	if err != nil || signer != from {
+		return fmt.Errorf("%w: signed by %s, not the sender %s", ErrDirectSignature, signer, from)
+	}
+	if !bytes.Equal(rec.GetId(), id) || peer.ID(rec.GetTo()) != to {
+		return fmt.Errorf("%w: signed for another message or recipient", ErrDirectMismatch)
+	}
+	return nil
+}

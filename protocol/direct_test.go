@@ -191,3 +191,44 @@ func FuzzVerifyAck(f *testing.F) {
 		}
 	})
 }
+
+// TestVerifyDirectSender: a storing supernode accepts a message only as
+// its signer's, for the recipient and ID it was signed for, and can check
+// that without the recipient's key.
+func TestVerifyDirectSender(t *testing.T) {
+	aKey, a := edKey(t)
+	_, b := edKey(t)
+	cKey, c := edKey(t)
+	id := NewMessageID()
+	sealed, err := SealDirect(aKey, b, id, time.Now(), []byte("for b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byC, err := SealDirect(cKey, b, id, time.Now(), []byte("c in a's name"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		from, to peer.ID
+		id       []byte
+		sealed   []byte
+		want     error
+	}{
+		{"genuine", a, b, id, sealed, nil},
+		{"another sender's name", a, b, id, byC, ErrDirectSignature},
+		{"claimed by another sender", c, b, id, sealed, ErrDirectSignature},
+		{"another recipient", a, c, id, sealed, ErrDirectMismatch},
+		{"another id", a, b, NewMessageID(), sealed, ErrDirectMismatch},
+		{"empty", a, b, id, nil, ErrDirectSignature},
+		{"garbage", a, b, id, []byte("not an envelope"), ErrDirectSignature},
+		{"too large", a, b, id, make([]byte, MaxSealedDirect+1), ErrDirectSignature},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := VerifyDirectSender(tc.from, tc.to, tc.id, tc.sealed)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("VerifyDirectSender = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

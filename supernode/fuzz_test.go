@@ -24,7 +24,7 @@ func FuzzRelayFrame(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Cleanup(func() { _ = st.Close() })
+	f.Cleanup(func() { _ = st.Close() }) // after the router's
 	sn := newSupernode(f, n, supernodeConfig{router: &RouterConfig{Ring: rp.Load, Store: st}})
 	other := newPeerID(f)
 	rp.Publish(newRing(f, sn.h.ID(), other))
@@ -43,6 +43,8 @@ func FuzzRelayFrame(f *testing.F) {
 		{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: "g", Epoch: 1, AfterSeq: 0}}},
 		{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: "g", Done: true}}},
 		{Kind: &pb.RelayFrame_ReplayDone{ReplayDone: &pb.ReplayDone{Member: []byte(victim), Resumed: &pb.Resumed{Group: "g", Epoch: 1, Seq: 3}}}},
+		{Kind: &pb.RelayFrame_Store{Store: &pb.StoreRequest{Message: &pb.DirectMessage{Id: protocol.NewMessageID(), From: []byte(victim), To: []byte(other), Sealed: []byte("not signed")}, ExpiresUnixMs: 1 << 50}}},
+		{Kind: &pb.RelayFrame_StoreResult{StoreResult: &pb.StoreResult{Id: protocol.NewMessageID(), From: []byte(victim), Status: pb.Result_STATUS_STORED}}},
 	} {
 		b, err := proto.Marshal(fr)
 		if err != nil {
@@ -59,6 +61,9 @@ func FuzzRelayFrame(f *testing.F) {
 			return
 		}
 		sn.r.onRelay(other, &fr)
+		if m := st.Stats().OfflineMessages; m > 0 {
+			t.Fatalf("%d messages stored that no sender signed", m)
+		}
 		if p, ok := presenceOf(sn.r, victim); ok {
 			t.Fatalf("an unsigned presence record was stored: %+v", p)
 		}

@@ -77,12 +77,23 @@ func (r *Router) sendPresence(ups []presenceUpdate) {
 // applyPresence records what supernode from says about its own sessions,
 // within the presence bounds (records.go): a new record from another
 // supernode past them is refused and counted.
+// A verified attachment of a client this supernode holds stored messages
+// for starts forwarding them (offline.go).
 func (r *Router) applyPresence(from peer.ID, b *pb.PresenceBatch) {
+	r.mu.Lock()
+	attached := r.applyPresenceLocked(from, b)
+	r.mu.Unlock()
+	for _, c := range attached {
+		r.forwardStored(c, from)
+	}
+}
+
+// applyPresenceLocked applies b and returns the clients it recorded as
+// attached at from that have messages stored here.
+func (r *Router) applyPresenceLocked(from peer.ID, b *pb.PresenceBatch) (stored []peer.ID) {
 	now := r.cfg.Now()
 	ttl := 3 * r.cfg.Refresh
 	self := r.self()
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	for _, rec := range b.GetRecords() {
 		client, err := peer.IDFromBytes(rec.GetClient())
 		if err != nil || peer.ID(rec.GetLocation()) != from {
@@ -125,10 +136,14 @@ func (r *Router) applyPresence(from peer.ID, b *pb.PresenceBatch) {
 				r.presenceBy.add(from)
 			}
 			r.presence[client] = presenceRecord{location: from, seq: rec.GetSessionSeq(), expires: now.Add(ttl)}
+			if r.cfg.Store != nil && r.cfg.Store.OfflineCount(string(client)) > 0 {
+				stored = append(stored, client)
+			}
 		} else if ok && cur.location == from {
 			r.deletePresenceLocked(client, cur)
 		}
 	}
+	return stored
 }
 
 func (r *Router) deletePresenceLocked(client peer.ID, rec presenceRecord) {
@@ -310,4 +325,5 @@ func (r *Router) refresh() {
 	r.mu.Unlock()
 	r.sendPresence(ups)
 	r.sendMembership(mems)
+	r.expireStored()
 }

@@ -59,13 +59,20 @@ type RouterConfig struct {
 	// benchmarks can compare against it in the same run.
 	PerMemberFanoutForTest bool
 	// Store keeps the replay logs of the groups this supernode is home
-	// or replica to (replay.go, replica.go); nil: no resume, no
-	// replication.
-	Store  *store.Store
-	Sems   *capacity.Set
-	Fanout *fanout.Engine
-	Now    func() time.Time
-	Log    *slog.Logger
+	// or replica to (replay.go, replica.go), and direct messages for
+	// offline recipients this supernode is a home-cluster member of
+	// (offline.go); nil: no group resume or replication, and a message to
+	// an offline recipient is answered OFFLINE and StoreRequests refused.
+	// The router does not close it.
+	Store *store.Store
+	// OfflineTTL is how long a stored message is kept: the expiry this
+	// supernode asks for as the sender's, and the most it grants as a
+	// replica. Zero is DefaultOfflineTTL.
+	OfflineTTL time.Duration
+	Sems       *capacity.Set
+	Fanout     *fanout.Engine
+	Now        func() time.Time
+	Log        *slog.Logger
 }
 
 // Router is the supernode's messaging: it keeps presence records for the
@@ -98,6 +105,11 @@ type Router struct {
 	// the same ID is routed with a fresh lookup, not the cached route
 	// that may have lost the first copy.
 	recent *dedup.Window
+	// storeWaits are direct messages waiting for their home cluster to
+	// store them, forwarding the passes forwarding stored messages
+	// (offline.go); both bounded by the relays semaphore.
+	storeWaits map[string]*storeWait
+	forwarding map[peer.ID]*forwardPass
 
 	// Group resume and replication (replay.go, replica.go).
 	replays    map[replayKey]*replayJob
@@ -119,6 +131,7 @@ type Router struct {
 	restamped map[restampKey][]byte
 
 	wg     sync.WaitGroup
+	stop   chan struct{} // closed by Close
 	cancel context.CancelFunc
 	closed atomic.Bool
 
@@ -163,6 +176,17 @@ type RouterStats struct {
 	// for other homes, replicas refused, publishes not replicated in
 	// time, publish retries answered without renumbering, syncs started.
 	ReplicasSent, ReplicasHeld, ReplicasRefused, ReplicationTimeouts, PublishRetries, Syncs atomic.Uint64
+	// Offline store-and-forward (offline.go). OfflineSent: messages of
+	// this supernode's clients a majority of the home cluster stored.
+	// As a replica: OfflineStored (new messages stored), OfflineDelivered
+	// (forwarded to the recipient's supernode on attach, copies again
+	// after a missing ack included), OfflineDeleted (acked),
+	// OfflineExpired; refused: OfflineOverQuota, OfflineFull,
+	// OfflineInvalid (unsigned by the sender, not home, malformed),
+	// OfflineBusy (no slot, or a store error); OfflineForgedAcks: acks
+	// not signed by the recipient, which delete nothing.
+	OfflineSent, OfflineStored, OfflineDelivered, OfflineDeleted, OfflineExpired  atomic.Uint64
+	OfflineOverQuota, OfflineFull, OfflineInvalid, OfflineBusy, OfflineForgedAcks atomic.Uint64
 }
 
 // NewRouter returns a Router serving the sessions of adm.
@@ -184,6 +208,9 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.OfflineTTL <= 0 {
+		cfg.OfflineTTL = DefaultOfflineTTL
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -215,6 +242,9 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 		resuming:     make(map[peer.ID]map[string]time.Time),
 		pos:          make(map[string]store.Pos),
 		restamped:    make(map[restampKey][]byte),
+		storeWaits:   make(map[string]*storeWait),
+		forwarding:   make(map[peer.ID]*forwardPass),
+		stop:         make(chan struct{}),
 	}
 	r.links = newLinks(h, r.log, cfg.Now, &r.stats)
 	r.links.failed = r.dropRoutesVia
@@ -241,6 +271,7 @@ func (r *Router) Close() {
 	if already {
 		return
 	}
+	close(r.stop)
 	r.h.RemoveStreamHandler(protocol.RelayID)
 	r.h.RemoveStreamHandler(protocol.LookupID)
 	if r.cancel != nil {
@@ -421,15 +452,10 @@ func (r *Router) route(msg *pb.DirectMessage, to peer.ID, fresh bool) {
 		return
 	}
 	loc, ok := r.locate(to, fresh)
-	if !ok {
-		r.stats.Offline.Add(1)
-		r.result(from, msg.GetId(), pb.Result_STATUS_OFFLINE, "recipient is not attached to any supernode")
-		return
-	}
-	if loc == r.self() {
-		// A stale record: the client left this supernode.
-		r.stats.Offline.Add(1)
-		r.result(from, msg.GetId(), pb.Result_STATUS_OFFLINE, "recipient is not attached to any supernode")
+	if !ok || loc == r.self() {
+		// Attached nowhere (or a stale record: the client left this
+		// supernode): its home cluster stores the message.
+		r.storeOffline(msg, to, from)
 		return
 	}
 	if !r.links.send(loc, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Deliver{Deliver: msg}})) {
@@ -477,7 +503,10 @@ func (r *Router) onClientAck(client peer.ID, a *pb.Ack) {
 	r.links.send(origin, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Ack{Ack: a}}))
 }
 
+// ackLocal deletes the stored message a (signed) ack acknowledges, and
+// tells the sender if it is attached here.
 func (r *Router) ackLocal(a *pb.Ack) {
+	r.deleteAcked(a)
 	to, err := peer.IDFromBytes(a.GetTo())
 	if err != nil {
 		return
@@ -554,6 +583,13 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 			return
 		}
 		r.dropCached(to)
+		sender, _ := peer.IDFromBytes(k.Nack.GetFrom())
+		if !r.adm.Has(sender) && r.cfg.Store != nil && r.cfg.Store.OfflineCount(string(to)) > 0 {
+			// A stored message this replica forwarded to a supernode
+			// the recipient left: it stays stored, and follows the
+			// recipient's next presence.
+			return
+		}
 		if !r.cfg.Sems.Relays.TryAcquire() {
 			return
 		}
@@ -564,9 +600,7 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 				r.route(msg, to, true)
 				return
 			}
-			sender, _ := peer.IDFromBytes(msg.GetFrom())
-			r.stats.Offline.Add(1)
-			r.result(sender, msg.GetId(), pb.Result_STATUS_OFFLINE, "recipient is not attached to any supernode")
+			r.storeOffline(msg, to, sender)
 		})
 	case *pb.RelayFrame_Ack:
 		r.ackLocal(k.Ack)
@@ -598,6 +632,10 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 		r.onReplicaAck(from, k.ReplicaAck)
 	case *pb.RelayFrame_ReplicaSync:
 		r.onReplicaSync(from, k.ReplicaSync)
+	case *pb.RelayFrame_Store:
+		r.onStoreRequest(from, k.Store)
+	case *pb.RelayFrame_StoreResult:
+		r.storeAnswer(from, k.StoreResult)
 	case *pb.RelayFrame_PublishResult:
 		to, err := peer.IDFromBytes(k.PublishResult.GetTo())
 		if err == nil {

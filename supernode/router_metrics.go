@@ -41,11 +41,32 @@ func (r *Router) Collector() prometheus.Collector {
 	s := &r.stats
 	c := &seriesCollector{}
 	c.labelled("overlayd_supernode_direct_messages_total",
-		"Direct messages this supernode handled, by outcome: delivered_local (to a client attached here), relayed (to the recipient's supernode), offline, unreachable (the recipient's supernode could not be reached), busy (refused: relays at capacity).",
+		"Direct messages this supernode handled, by outcome: delivered_local (to a client attached here), relayed (to the recipient's supernode), stored (the recipient is offline; a majority of its home cluster stored it), offline (offline and not stored), unreachable (the recipient's supernode could not be reached), busy (refused: relays at capacity).",
 		"outcome", map[string]*atomic.Uint64{
-			"delivered_local": &s.DeliveredLocal, "relayed": &s.Relayed, "offline": &s.Offline,
+			"delivered_local": &s.DeliveredLocal, "relayed": &s.Relayed, "stored": &s.OfflineSent, "offline": &s.Offline,
 			"unreachable": &s.Unreachable, "busy": &s.Busy,
 		})
+	for _, u := range []struct {
+		name, help string
+		value      *atomic.Uint64
+	}{
+		{"overlayd_supernode_offline_stored_total", "Direct messages for offline recipients this supernode stored on disk as a member of the recipient's home cluster.", &s.OfflineStored},
+		{"overlayd_supernode_offline_delivered_total", "Stored messages this supernode forwarded to the recipient's supernode when it attached (again after a missing ack included).", &s.OfflineDelivered},
+		{"overlayd_supernode_offline_deleted_total", "Stored messages deleted on the recipient's signed ack.", &s.OfflineDeleted},
+		{"overlayd_supernode_offline_expired_total", "Stored messages removed undelivered at their expiry (offline TTL).", &s.OfflineExpired},
+		{"overlayd_supernode_offline_acks_refused_total", "Acks of stored messages not signed by the recipient (forged): they delete nothing.", &s.OfflineForgedAcks},
+	} {
+		c.plain(u.name, u.help, prometheus.CounterValue, counter(u.value))
+	}
+	c.labelled("overlayd_supernode_offline_refused_total",
+		"Requests to store a message for an offline recipient this supernode refused, by reason: over_quota (the recipient's or the sender's quota), full (the store holds --store-max-bytes), invalid (not signed by its sender, not in the recipient's home cluster, malformed, or no store), busy (no relays slot, or a store error).",
+		"reason", map[string]*atomic.Uint64{
+			"over_quota": &s.OfflineOverQuota, "full": &s.OfflineFull, "invalid": &s.OfflineInvalid, "busy": &s.OfflineBusy,
+		})
+	c.plain("overlayd_supernode_store_bytes", "Bytes of records in this supernode's store (offline messages and replay logs), bounded by --store-max-bytes.",
+		prometheus.GaugeValue, func() float64 { o, _ := r.Offline(); return float64(o.Bytes) })
+	c.plain("overlayd_supernode_offline_messages", "Direct messages this supernode holds for offline recipients.",
+		prometheus.GaugeValue, func() float64 { o, _ := r.Offline(); return float64(o.Messages) })
 	for _, u := range []struct {
 		name, help string
 		value      *atomic.Uint64

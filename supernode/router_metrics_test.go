@@ -31,12 +31,13 @@ func TestRouterCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `
-# HELP overlayd_supernode_direct_messages_total Direct messages this supernode handled, by outcome: delivered_local (to a client attached here), relayed (to the recipient's supernode), offline, unreachable (the recipient's supernode could not be reached), busy (refused: relays at capacity).
+# HELP overlayd_supernode_direct_messages_total Direct messages this supernode handled, by outcome: delivered_local (to a client attached here), relayed (to the recipient's supernode), stored (the recipient is offline; a majority of its home cluster stored it), offline (offline and not stored), unreachable (the recipient's supernode could not be reached), busy (refused: relays at capacity).
 # TYPE overlayd_supernode_direct_messages_total counter
 overlayd_supernode_direct_messages_total{outcome="busy"} 5
 overlayd_supernode_direct_messages_total{outcome="delivered_local"} 1
 overlayd_supernode_direct_messages_total{outcome="offline"} 3
 overlayd_supernode_direct_messages_total{outcome="relayed"} 2
+overlayd_supernode_direct_messages_total{outcome="stored"} 0
 overlayd_supernode_direct_messages_total{outcome="unreachable"} 4
 # HELP overlayd_supernode_group_fanout_refused_total Group messages refused for lack of fan-out capacity: a publish answered BUSY at the home, or a batch not queued for local fan-out.
 # TYPE overlayd_supernode_group_fanout_refused_total counter

@@ -669,6 +669,6 @@ func (r *Run) sendWithinSide(side int) bool {
 	}
 	ctx, cancel := r.within(10 * time.Second)
 	defer cancel()
-	_, err := clients[cs[0]].Client().Send(ctx, clients[cs[len(cs)-1]].ID(), []byte("within the side"))
-	return err == nil
+	res, err := clients[cs[0]].Client().Send(ctx, clients[cs[len(cs)-1]].ID(), []byte("within the side"))
+	return err == nil && !res.Stored // stored: not delivered within the side
 }

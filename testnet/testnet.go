@@ -801,15 +801,21 @@ func (n *Network) Publish(ctx context.Context, text string) error {
 }
 
 // SendDirect sends one direct message between two running clients chosen
-// by the seed and waits for its acknowledgement.
+// by the seed and waits for its acknowledgement. A message the
+// recipient's home cluster stored instead (the recipient was between
+// sessions) is an error: it was not delivered.
 func (n *Network) SendDirect(ctx context.Context, text string) error {
 	live := n.membersOf(KindClient, true)
 	if len(live) < 2 {
 		return errors.New("testnet: need two clients for a direct message")
 	}
 	p := n.pick(2, len(live))
-	if _, err := live[p[0]].node.Client().Send(ctx, live[p[1]].node.ID(), []byte(text)); err != nil {
+	res, err := live[p[0]].node.Client().Send(ctx, live[p[1]].node.ID(), []byte(text))
+	if err != nil {
 		return err
+	}
+	if res.Stored {
+		return fmt.Errorf("testnet: message stored for %s, not delivered (it was attached nowhere)", live[p[1]].name)
 	}
 	n.sent.Add(1)
 	return nil

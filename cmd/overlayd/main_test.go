@@ -72,6 +72,23 @@ func runBin(t *testing.T, env []string, args ...string) (stdout, stderr string, 
 	return o.String(), e.String(), 0
 }
 
+// TestCorruptStoreExits: a supernode whose store.db is corrupt does not
+// start: it exits non-zero with an error naming the file.
+func TestCorruptStoreExits(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "store.db")
+	if err := os.WriteFile(path, []byte(strings.Repeat("junk", 4096)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runBin(t, nil, "run", "--data-dir", dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--role", "supernode", "--mdns=false")
+	if code == 0 || !strings.Contains(stderr, path) || !strings.Contains(stderr, "corrupt") {
+		t.Fatalf("exit %d, want non-zero with an error naming %s; stderr:\n%s", code, path, stderr)
+	}
+}
+
 func TestBinaryRunStatusSigterm(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	cmd := exec.Command(binary(t), "run", "--data-dir", dir,
@@ -108,6 +125,12 @@ func TestBinaryRunStatusSigterm(t *testing.T) {
 	}
 	if !strings.HasPrefix(st.PeerID, "12D3KooW") || st.Role != "supernode" {
 		t.Fatalf("status = %+v", st)
+	}
+	if o := st.OfflineStore; o == nil || o.MaxBytes != 1<<30 || o.Messages != 0 {
+		t.Fatalf("status offline store = %+v, want an empty store bounded at 1 GiB", o)
+	}
+	if out, _, code := runBin(t, nil, "status", "--data-dir", dir); code != 0 || !strings.Contains(out, "offline store") {
+		t.Fatalf("status does not show the offline store (exit %d):\n%s", code, out)
 	}
 	key, err := os.ReadFile(filepath.Join(dir, "identity.key"))
 	if err != nil || len(key) == 0 {
@@ -167,6 +190,8 @@ func TestBadInputExits2(t *testing.T) {
 		{"unknown config key", nil, []string{"run", "--config", cfgFile}, "bogus"},
 		{"bad env value", []string{"OVERLAYD_ROLE=banana"}, []string{"run"}, "--role"},
 		{"bad log level", nil, []string{"run", "--log-level", "loud"}, "--log-level"},
+		{"store bound too small", nil, []string{"run", "--store-max-bytes", "1000"}, "--store-max-bytes"},
+		{"zero offline ttl", nil, []string{"run", "--offline-ttl", "0s"}, "--offline-ttl"},
 		{"public metrics without opt-in", nil, []string{"run", "--metrics-listen", "0.0.0.0:9100"}, "--metrics-listen"},
 		{"unknown flag", nil, []string{"run", "--frobnicate"}, "frobnicate"},
 		{"unknown command", nil, []string{"frobnicate"}, "frobnicate"},

@@ -32,11 +32,13 @@ func printJSON(c *cli.Context, v any) error {
 func sendCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "send",
-		Usage:     "send a direct message to a peer and wait for its acknowledgement",
+		Usage:     "send a direct message to a peer and wait for its acknowledgement (or its storing, when the peer is offline)",
 		ArgsUsage: "<peer-id> <text>",
 		Description: "The message goes through this node's supernode to the recipient's supernode and the\n" +
-			"recipient, which acknowledges it; it is retried on timeout and delivered once. Exit status 1\n" +
-			"with the reason when it could not be delivered (recipient offline, unreachable, busy).",
+			"recipient, which acknowledges it; it is retried on timeout and delivered once. When the\n" +
+			"recipient is attached nowhere, its home cluster stores the message and delivers it when it\n" +
+			"attaches (\"stored for <peer>\"). Exit status 1 with the reason when it could be neither\n" +
+			"delivered nor stored (over quota, unreachable, busy, offline with no store).",
 		Flags: []cli.Flag{dataDirFlag(), jsonFlag},
 		Action: func(c *cli.Context) error {
 			a, err := args(c, "<peer-id>", "<text>")
@@ -49,6 +51,10 @@ func sendCommand() *cli.Command {
 			}
 			if c.Bool("json") {
 				return printJSON(c, resp)
+			}
+			if resp.Stored {
+				fmt.Fprintf(c.App.Writer, "stored for %s (offline; delivered when it attaches, %s)\n", a[0], resp.Detail)
+				return nil
 			}
 			fmt.Fprintf(c.App.Writer, "delivered %s\n", resp.ID)
 			return nil

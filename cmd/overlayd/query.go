@@ -92,6 +92,9 @@ func statusCommand() *cli.Command {
 					fmt.Fprintf(tw, "semaphore %s\t%d/%d in use, %d acquired, %d refused\n", m.Name, m.InUse, m.Max, m.Acquired, m.Refused)
 				}
 			}
+			if o := s.OfflineStore; o != nil {
+				fmt.Fprintf(tw, "offline store	%d messages for %d peers, %d of %d bytes\n", o.Messages, o.Recipients, o.Bytes, o.MaxBytes)
+			}
 			printRelayStatus(tw, s.Relay) // ping.go
 			for i, r := range s.Refusals {
 				label := ""

@@ -59,6 +59,8 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "auto-promote-delay-min", Usage: "--role auto: shortest random wait, with the promotion criteria holding, before promoting", Value: d.AutoPromoteDelayMin, EnvVars: []string{"OVERLAYD_AUTO_PROMOTE_DELAY_MIN"}},
 			&cli.DurationFlag{Name: "auto-promote-delay-max", Usage: "--role auto: longest random wait before promoting (spreads eligible nodes over the window)", Value: d.AutoPromoteDelayMax, EnvVars: []string{"OVERLAYD_AUTO_PROMOTE_DELAY_MAX"}},
 			&cli.DurationFlag{Name: "auto-demote-after", Usage: "--role auto: a surplus must last a random time within [this, 2×this] before the node demotes", Value: d.AutoDemoteAfter, EnvVars: []string{"OVERLAYD_AUTO_DEMOTE_AFTER"}},
+			&cli.DurationFlag{Name: "offline-ttl", Usage: "supernode: how long a direct message for an offline peer is kept in its home cluster's store", Value: d.OfflineTTL, EnvVars: []string{"OVERLAYD_OFFLINE_TTL"}},
+			&cli.Int64Flag{Name: "store-max-bytes", Usage: "supernode: bound of the on-disk store (<data-dir>/store.db: offline messages, replay logs), in bytes", Value: d.StoreMaxBytes, EnvVars: []string{"OVERLAYD_STORE_MAX_BYTES"}},
 			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error", Value: d.LogLevel, EnvVars: []string{"OVERLAYD_LOG_LEVEL"}},
 			&cli.StringFlag{Name: "log-format", Usage: "text or json", Value: d.LogFormat, EnvVars: []string{"OVERLAYD_LOG_FORMAT"}},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "host:port for Prometheus /metrics (off when empty; loopback only unless --metrics-public)", EnvVars: []string{"OVERLAYD_METRICS_LISTEN"}},
@@ -125,6 +127,8 @@ func configFrom(c *cli.Context) (node.Config, error) {
 	set("auto-promote-delay-min", func() { cfg.AutoPromoteDelayMin = c.Duration("auto-promote-delay-min") })
 	set("auto-promote-delay-max", func() { cfg.AutoPromoteDelayMax = c.Duration("auto-promote-delay-max") })
 	set("auto-demote-after", func() { cfg.AutoDemoteAfter = c.Duration("auto-demote-after") })
+	set("offline-ttl", func() { cfg.OfflineTTL = c.Duration("offline-ttl") })
+	set("store-max-bytes", func() { cfg.StoreMaxBytes = c.Int64("store-max-bytes") })
 	set("log-level", func() { cfg.LogLevel = c.String("log-level") })
 	set("log-format", func() { cfg.LogFormat = c.String("log-format") })
 	set("metrics-listen", func() { cfg.MetricsListen = c.String("metrics-listen") })

@@ -395,7 +395,9 @@ func TestClientRefusesForgeries(t *testing.T) {
 	var msgID []byte
 	go func() {
 		var err error
-		msgID, err = c.Send(context.Background(), recipient, []byte("hello"))
+		var res SendResult
+		res, err = c.Send(context.Background(), recipient, []byte("hello"))
+		msgID = res.ID
 		done <- err
 	}()
 	var send *pb.DirectMessage
@@ -590,5 +592,62 @@ func TestClientResumesItsGroups(t *testing.T) {
 	want := []GroupState{{Group: "fresh"}, {Group: "g", Epoch: 5, Seq: 10}}
 	if got := c.GroupStates(); !slices.Equal(got, want) {
 		t.Fatalf("group states %v, want %v", got, want)
+	}
+}
+
+// TestSendStoredAndOverQuota: a STORED answer (the recipient's home
+// cluster stored the message) completes a Send as Stored, and an
+// OVER_QUOTA answer fails it with ErrOverQuota at once, not retried (with
+// a 10 s ack timeout, a retry would keep Send waiting for seconds).
+func TestSendStoredAndOverQuota(t *testing.T) {
+	mn := newMocknet(t)
+	sn := newFake(t, mn, func() *pb.AttachResponse {
+		return &pb.AttachResponse{Status: pb.AttachResponse_STATUS_ACCEPT, KeepaliveMs: 50}
+	})
+	c, _ := startClient(t, mn, &directory.Snapshot{}, []peer.AddrInfo{{ID: sn.h.ID()}})
+	waitUntil(t, 10*time.Second, "attached", func() bool { _, ok := c.Attachment(); return ok })
+	s := sn.session()
+	_, recipient := edKey(t)
+	for _, tc := range []struct {
+		name    string
+		status  pb.Result_Status
+		stored  bool
+		wantErr error
+	}{
+		{"stored", pb.Result_STATUS_STORED, true, nil},
+		{"over quota", pb.Result_STATUS_OVER_QUOTA, false, ErrOverQuota},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			type answer struct {
+				res SendResult
+				err error
+			}
+			done := make(chan answer, 1)
+			go func() {
+				res, err := c.Send(context.Background(), recipient, []byte("for later"))
+				done <- answer{res, err}
+			}()
+			var send *pb.DirectMessage
+			for send == nil {
+				select {
+				case f := <-sn.got:
+					send = f.GetSend()
+				case <-time.After(10 * time.Second):
+					t.Fatal("the client sent nothing")
+				}
+			}
+			sn.send(s, &pb.SessionFrame{Kind: &pb.SessionFrame_Result{Result: &pb.Result{Id: send.GetId(), Status: tc.status, Detail: "kept up to 1h0m0s"}}})
+			select {
+			case a := <-done:
+				if !errors.Is(a.err, tc.wantErr) || tc.wantErr == nil && a.err != nil {
+					t.Fatalf("Send = %v, want %v", a.err, tc.wantErr)
+				}
+				if a.res.Stored != tc.stored || string(a.res.ID) != string(send.GetId()) {
+					t.Fatalf("Send = %+v, want stored %v for id %x", a.res, tc.stored, send.GetId())
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("Send did not return on the answer (retried?)")
+			}
+		})
 	}
 }

@@ -15,6 +15,11 @@ var (
 	ErrNotAttached = errors.New("not attached to a supernode")
 	// ErrOffline: the recipient is not attached to any supernode.
 	ErrOffline = errors.New("recipient is offline: not attached to any supernode")
+	// ErrOverQuota: the recipient is offline and its home cluster
+	// refused to store the message: a quota (the recipient's, the
+	// sender's, or a supernode's store) is full. Retrying soon will not
+	// help; the detail names the quota.
+	ErrOverQuota = errors.New("recipient is offline and its home cluster's store is over quota")
 	// ErrUnreachable: the recipient's supernode could not be reached.
 	ErrUnreachable = errors.New("recipient's supernode cannot be reached")
 	// ErrBusy: a supernode on the path refused for capacity.

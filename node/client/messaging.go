@@ -353,7 +353,7 @@ func (m *messenger) groupOp(sn peer.ID, group string, join bool) (*pb.SessionFra
 func statusErr(r *pb.Result) error {
 	var base error
 	switch r.GetStatus() {
-	case pb.Result_STATUS_OK:
+	case pb.Result_STATUS_OK, pb.Result_STATUS_STORED:
 		return nil
 	case pb.Result_STATUS_OFFLINE:
 		base = ErrOffline
@@ -363,6 +363,8 @@ func statusErr(r *pb.Result) error {
 		base = ErrBusy
 	case pb.Result_STATUS_INVALID:
 		base = ErrInvalid
+	case pb.Result_STATUS_OVER_QUOTA:
+		base = ErrOverQuota
 	default:
 		base = fmt.Errorf("status %v", r.GetStatus())
 	}
@@ -405,7 +407,7 @@ func (m *messenger) request(ctx context.Context, id []byte, to peer.ID, attempts
 			if err == nil {
 				return o.result, nil
 			}
-			if errors.Is(err, ErrInvalid) {
+			if errors.Is(err, ErrInvalid) || errors.Is(err, ErrOverQuota) {
 				return nil, err
 			}
 			last = err
@@ -420,28 +422,50 @@ func (m *messenger) request(ctx context.Context, id []byte, to peer.ID, attempts
 	return nil, last
 }
 
-// Send delivers payload to peer to and waits for the recipient's ack. The
+// SendResult is the outcome of a Send that succeeded.
+type SendResult struct {
+	// ID is the message ID.
+	ID []byte
+	// Stored: the recipient was not attached anywhere, and a majority of
+	// its home cluster stored the message on disk; it is delivered when
+	// the recipient attaches (unless it expires first). Otherwise the
+	// recipient acked it.
+	Stored bool
+	// Detail is the supernode's word on a stored message (how long the
+	// home cluster keeps it), for people.
+	Detail string
+}
+
+// Send delivers payload to peer to and waits for the recipient's ack, or
+// for its home cluster to store it while it is offline (Stored). The
 // payload is sealed to the recipient and signed (protocol.SealDirect): the
 // supernodes on the way cannot read or alter it, and only an ack the
 // recipient signed counts. It retries on timeout with the same message ID
-// (the recipient drops duplicates). It returns the message ID, and on failure an error wrapping
-// ErrOffline, ErrUnreachable, ErrBusy, ErrNotAttached, ErrInvalid or
-// ErrNoAck.
-func (c *Client) Send(ctx context.Context, to peer.ID, payload []byte) ([]byte, error) {
+// (the recipient drops duplicates, the replicas store one copy). It
+// returns the message ID (on failure too, when one was chosen), and on
+// failure an error wrapping ErrOffline, ErrOverQuota, ErrUnreachable,
+// ErrBusy, ErrNotAttached, ErrInvalid or ErrNoAck.
+func (c *Client) Send(ctx context.Context, to peer.ID, payload []byte) (SendResult, error) {
 	if len(payload) > protocol.MaxPayload {
-		return nil, ErrTooLarge
+		return SendResult{}, ErrTooLarge
 	}
 	if to == c.h.ID() {
-		return nil, fmt.Errorf("%w: cannot send to self", ErrInvalid)
+		return SendResult{}, fmt.Errorf("%w: cannot send to self", ErrInvalid)
 	}
 	id := protocol.NewMessageID()
 	sealed, err := protocol.SealDirect(c.key, to, id, c.now(), payload)
 	if err != nil {
-		return id, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return SendResult{ID: id}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	f := &pb.SessionFrame{Kind: &pb.SessionFrame_Send{Send: &pb.DirectMessage{Id: id, To: []byte(to), Sealed: sealed}}}
-	_, err = c.msg.request(ctx, id, to, sendAttempts, f)
-	return id, err
+	res, err := c.msg.request(ctx, id, to, sendAttempts, f)
+	if err != nil {
+		return SendResult{ID: id}, err
+	}
+	if res.GetStatus() == pb.Result_STATUS_STORED {
+		return SendResult{ID: id, Stored: true, Detail: res.GetDetail()}, nil
+	}
+	return SendResult{ID: id}, nil
 }
 
 // checkGroup validates a group name as every supernode will.

@@ -87,10 +87,12 @@ func (c *Client) Ring(ctx context.Context) (Ring, error) {
 }
 
 // Send sends payload to peer to (a peer ID) and returns once the recipient
-// acknowledged it: POST /v1/send. A message the daemon refused or could not
-// deliver is an *Error (400: an invalid request, such as a bad peer ID or
-// a payload too large; 404: recipient offline; 502: unreachable; 503:
-// busy or not attached; 504: no acknowledgement).
+// acknowledged it, or its home cluster stored it while it is offline
+// (SendResponse.Stored): POST /v1/send. A message the daemon refused or
+// could not deliver is an *Error (400: an invalid request, such as a bad
+// peer ID or a payload too large; 404: recipient offline and not stored;
+// 502: unreachable; 503: busy or not attached; 504: no acknowledgement;
+// 507: offline and its home cluster's store is over quota).
 func (c *Client) Send(ctx context.Context, to string, payload []byte) (SendResponse, error) {
 	var r SendResponse
 	return r, c.post(ctx, "/v1/send", SendRequest{To: to, Payload: payload}, &r)

@@ -40,6 +40,9 @@ type Status struct {
 	AttachedClients int `json:"attached_clients"`
 	// Mega is this node's certificate while it is a mega-supernode.
 	Mega *MegaCert `json:"mega,omitempty"`
+	// OfflineStore is a supernode's store of direct messages for offline
+	// peers (nil on a node without one).
+	OfflineStore *OfflineStore `json:"offline_store,omitempty"`
 	// Relay is the reachability and circuit relay state (localapi/relay.go).
 	Relay *Relay `json:"relay,omitempty"`
 	// Refusals are every refusal this node counted since it started (its
@@ -138,10 +141,34 @@ type SendRequest struct {
 	Payload []byte `json:"payload,omitempty"`
 }
 
-// SendResponse reports a delivered direct message.
+// Outcomes of a direct message that succeeded (SendResponse.Status).
+const (
+	// SendDelivered: the recipient acked it.
+	SendDelivered = "delivered"
+	// SendStored: the recipient is offline; a majority of its home
+	// cluster stored the message and delivers it when it attaches.
+	SendStored = "stored"
+)
+
+// OfflineStore is a supernode's offline message store: the messages it
+// holds for offline peers as a member of their home clusters, how many
+// peers they are for, and the store's bytes and bound (--store-max-bytes).
+type OfflineStore struct {
+	Messages   int   `json:"messages"`
+	Recipients int   `json:"recipients"`
+	Bytes      int64 `json:"bytes"`
+	MaxBytes   int64 `json:"max_bytes"`
+}
+
+// SendResponse reports a direct message delivered or stored.
 type SendResponse struct {
-	ID     string `json:"id"`
+	ID string `json:"id"`
+	// Status is SendDelivered or SendStored.
 	Status string `json:"status"`
+	// Stored is Status == SendStored.
+	Stored bool `json:"stored"`
+	// Detail says how long a stored message is kept ("kept up to 168h0m0s").
+	Detail string `json:"detail,omitempty"`
 }
 
 // PublishResponse reports a group publish: the home's epoch and sequence.
