@@ -63,6 +63,15 @@ func (n *Node) Status() localapi.Status {
 		if o, ok := n.router.Offline(); ok {
 			s.OfflineStore = &localapi.OfflineStore{Messages: o.Messages, Recipients: o.Recipients, Bytes: o.Bytes, MaxBytes: o.MaxBytes}
 		}
+		if l, ok := n.router.NoLoss(); ok {
+			s.NoLoss = &localapi.NoLoss{
+				ReplayGroups: l.ReplayGroups, ReplayMessages: l.ReplayEntries, ReplayBytes: l.ReplayBytes,
+				ResumesDone: l.ReplaysDone, ResumesWithGap: l.ReplaysGap, FramesReplayed: l.Replayed,
+				ReplicasHeld: l.ReplicasHeld, ReplicationTimeouts: l.ReplicationTimeouts,
+				OfflineStored: l.OfflineStored, OfflineForwarded: l.OfflineDelivered, OfflineAcked: l.OfflineDeleted,
+				OfflineExpired: l.OfflineExpired, OfflineRefused: l.OfflineRefused,
+			}
+		}
 	}
 	s.Relay = n.relayStatus()
 	s.Refusals = n.refusals()

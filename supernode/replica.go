@@ -389,3 +389,33 @@ func (r *Router) noLossSeries(c *seriesCollector) {
 		c.plain(u.name, u.help, prometheus.CounterValue, counter(u.value))
 	}
 }
+
+// NoLossStats are the store's replay logs and the cumulative counts of
+// group resume, home replication and offline messages, for the node's
+// status.
+type NoLossStats struct {
+	ReplayGroups, ReplayEntries int
+	ReplayBytes                 int64
+	// Group resume and replication.
+	ReplaysDone, ReplaysGap, Replayed, ReplicasHeld, ReplicationTimeouts uint64
+	// Offline direct messages, as a replica: stored, forwarded on attach,
+	// deleted on the recipient's ack, expired, refused (any reason).
+	OfflineStored, OfflineDelivered, OfflineDeleted, OfflineExpired, OfflineRefused uint64
+}
+
+// NoLoss returns the router's no-loss figures; false without a store.
+func (r *Router) NoLoss() (NoLossStats, bool) {
+	if r.cfg.Store == nil {
+		return NoLossStats{}, false
+	}
+	st := r.cfg.Store.Stats()
+	s := &r.stats
+	return NoLossStats{
+		ReplayGroups: st.ReplayGroups, ReplayEntries: st.ReplayEntries, ReplayBytes: st.ReplayBytes,
+		ReplaysDone: s.ReplaysDone.Load(), ReplaysGap: s.ReplaysGap.Load(), Replayed: s.Replayed.Load(),
+		ReplicasHeld: s.ReplicasHeld.Load(), ReplicationTimeouts: s.ReplicationTimeouts.Load(),
+		OfflineStored: s.OfflineStored.Load(), OfflineDelivered: s.OfflineDelivered.Load(), OfflineDeleted: s.OfflineDeleted.Load(),
+		OfflineExpired: s.OfflineExpired.Load(),
+		OfflineRefused: s.OfflineOverQuota.Load() + s.OfflineFull.Load() + s.OfflineInvalid.Load() + s.OfflineBusy.Load(),
+	}, true
+}

@@ -129,8 +129,12 @@ func TestBinaryRunStatusSigterm(t *testing.T) {
 	if o := st.OfflineStore; o == nil || o.MaxBytes != 1<<30 || o.Messages != 0 {
 		t.Fatalf("status offline store = %+v, want an empty store bounded at 1 GiB", o)
 	}
-	if out, _, code := runBin(t, nil, "status", "--data-dir", dir); code != 0 || !strings.Contains(out, "offline store") {
-		t.Fatalf("status does not show the offline store (exit %d):\n%s", code, out)
+	if l := st.NoLoss; l == nil || l.ReplayGroups != 0 || l.ResumesDone != 0 {
+		t.Fatalf("status no-loss figures = %+v, want a supernode's, all zero", l)
+	}
+	if out, _, code := runBin(t, nil, "status", "--data-dir", dir); code != 0 || !strings.Contains(out, "offline store") ||
+		!strings.Contains(out, "group replay logs") || !strings.Contains(out, "offline messages") {
+		t.Fatalf("status does not show the offline store and the no-loss figures (exit %d):\n%s", code, out)
 	}
 	key, err := os.ReadFile(filepath.Join(dir, "identity.key"))
 	if err != nil || len(key) == 0 {

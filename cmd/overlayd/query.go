@@ -95,6 +95,13 @@ func statusCommand() *cli.Command {
 			if o := s.OfflineStore; o != nil {
 				fmt.Fprintf(tw, "offline store	%d messages for %d peers, %d of %d bytes\n", o.Messages, o.Recipients, o.Bytes, o.MaxBytes)
 			}
+			if l := s.NoLoss; l != nil {
+				fmt.Fprintf(tw, "group replay logs\t%d groups, %d messages, %d bytes\n", l.ReplayGroups, l.ReplayMessages, l.ReplayBytes)
+				fmt.Fprintf(tw, "group resumes\t%d served (%d with a gap), %d frames replayed; %d replicas held, %d publishes not replicated in time\n",
+					l.ResumesDone, l.ResumesWithGap, l.FramesReplayed, l.ReplicasHeld, l.ReplicationTimeouts)
+				fmt.Fprintf(tw, "offline messages\t%d stored, %d forwarded, %d acked, %d expired, %d refused\n",
+					l.OfflineStored, l.OfflineForwarded, l.OfflineAcked, l.OfflineExpired, l.OfflineRefused)
+			}
 			printRelayStatus(tw, s.Relay) // ping.go
 			for i, r := range s.Refusals {
 				label := ""

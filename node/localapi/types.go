@@ -43,6 +43,9 @@ type Status struct {
 	// OfflineStore is a supernode's store of direct messages for offline
 	// peers (nil on a node without one).
 	OfflineStore *OfflineStore `json:"offline_store,omitempty"`
+	// NoLoss is a supernode's group replay logs and its counts of group
+	// resume, replication and offline messages since it started.
+	NoLoss *NoLoss `json:"no_loss,omitempty"`
 	// Relay is the reachability and circuit relay state (localapi/relay.go).
 	Relay *Relay `json:"relay,omitempty"`
 	// Refusals are every refusal this node counted since it started (its
@@ -158,6 +161,29 @@ type OfflineStore struct {
 	Recipients int   `json:"recipients"`
 	Bytes      int64 `json:"bytes"`
 	MaxBytes   int64 `json:"max_bytes"`
+}
+
+// NoLoss is what a supernode did so that messages survive failures: its
+// group replay logs (groups, messages, bytes), the group resumes it served
+// as a home (done, of which with a gap: the log no longer held all that was
+// asked), the frames replayed, the replicas it holds for other homes, the
+// publishes not replicated in time (their publishers retried), and the
+// offline direct messages it stored, forwarded when their recipient
+// attached, deleted on the recipient's ack, expired and refused.
+type NoLoss struct {
+	ReplayGroups        int    `json:"replay_groups"`
+	ReplayMessages      int    `json:"replay_messages"`
+	ReplayBytes         int64  `json:"replay_bytes"`
+	ResumesDone         uint64 `json:"resumes_done"`
+	ResumesWithGap      uint64 `json:"resumes_with_gap"`
+	FramesReplayed      uint64 `json:"frames_replayed"`
+	ReplicasHeld        uint64 `json:"replicas_held"`
+	ReplicationTimeouts uint64 `json:"replication_timeouts"`
+	OfflineStored       uint64 `json:"offline_stored"`
+	OfflineForwarded    uint64 `json:"offline_forwarded"`
+	OfflineAcked        uint64 `json:"offline_acked"`
+	OfflineExpired      uint64 `json:"offline_expired"`
+	OfflineRefused      uint64 `json:"offline_refused"`
 }
 
 // SendResponse reports a direct message delivered or stored.
