@@ -50,6 +50,7 @@ type Node struct {
 	clientOpts  []client.Option
 	seedFn      func() uint64
 	perMember   bool
+	noStore     bool // WithoutStoreForTest
 	gater       connmgr.ConnectionGater
 	mdnsService string // WithMDNSForTest's service name ("" for MDNSService)
 	pinnedReach *network.Reachability
@@ -209,6 +210,16 @@ func WithoutJitterForTest(interval time.Duration) Option {
 func WithPerMemberGroupFanoutForTest() Option {
 	return func(n *Node) error {
 		n.perMember = true
+		return nil
+	}
+}
+
+// WithoutStoreForTest starts the supernode role without its store: no
+// replay log, hence no group resume and no home replication, as before
+// they existed. For comparisons only (the testnet's NoResume).
+func WithoutStoreForTest() Option {
+	return func(n *Node) error {
+		n.noStore = true
 		return nil
 	}
 }

@@ -48,9 +48,11 @@ func (n *Node) startSupernode() error {
 	if err := EnsureDataDir(n.cfg.DataDir); err != nil {
 		return err
 	}
-	n.store, err = store.Open(filepath.Join(n.cfg.DataDir, "store.db"), store.Limits{}, store.WithClock(n.now))
-	if err != nil {
-		return err
+	if !n.noStore {
+		n.store, err = store.Open(filepath.Join(n.cfg.DataDir, "store.db"), store.Limits{}, store.WithClock(n.now))
+		if err != nil {
+			return err
+		}
 	}
 	n.router, err = supernode.NewRouter(n.host, n.admission, supernode.RouterConfig{
 		Ring:        n.rings.Load,

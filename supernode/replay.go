@@ -114,6 +114,15 @@ type replayJob struct {
 // startReplayLocked queues a replay of group to sn after position from.
 // r.mu is held.
 func (r *Router) startReplayLocked(hg *homeGroup, k replayKey, from store.Pos) {
+	if r.cfg.Store == nil {
+		// No replay log: nothing to replay. A member's supernode is told
+		// at once (it lets the member in, who learns the gap is unknown);
+		// a supernode's resume changes nothing, it stays live.
+		if k.member != "" {
+			r.sendReplayDoneLocked(k, &pb.Resumed{Group: k.group, Epoch: from.Epoch, Seq: from.Seq, MissedUnknown: true})
+		}
+		return
+	}
 	if old := r.replays[k]; old == nil && len(r.replays) >= maxReplayJobs {
 		r.stats.ReplaysRefused.Add(1)
 		r.sendReplayDoneLocked(k, &pb.Resumed{Group: k.group, Epoch: from.Epoch, Seq: from.Seq, MissedUnknown: true})
