@@ -293,16 +293,7 @@ func (r *Run) messages(label string, groups, directs int, limit time.Duration) b
 	defer cancel()
 	// The group's home learns of every member with its join; wait until
 	// it knows them all, so that "every member" is well defined.
-	homeKnows := 0
-	_ = poll(ctx, 50*time.Millisecond, func() bool {
-		cs := r.Net.Clients()
-		if len(cs) == 0 {
-			return true
-		}
-		ms, err := cs[0].Client().Members(ctx, GroupName)
-		homeKnows = len(ms)
-		return err == nil && len(ms) == members
-	})
+	homeKnows, _ := r.Net.waitHomeKnows(ctx)
 	var sendErrs []error
 	published, acked := 0, 0
 	for i := range groups {
