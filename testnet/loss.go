@@ -28,14 +28,20 @@ type delivery struct {
 type lossLog struct {
 	got  map[string][]delivery // member name → deliveries in order
 	gaps map[string]int        // member name → KindGap notices for the group
+	// ids are the publisher's message IDs: their deliveries are recorded
+	// here and not in the network's Counters, so that Run.messages,
+	// which counts its own, can run while the publisher does.
+	ids map[string]bool
 }
 
-// record notes one delivery of member name, if a log is running. n.mu is
-// held.
-func (l *lossLog) recordLocked(name string, d delivery) {
-	if l != nil {
-		l.got[name] = append(l.got[name], d)
+// recordLocked notes one delivery of member name and reports whether it
+// was one of the publisher's. n.mu is held; l may be nil.
+func (l *lossLog) recordLocked(name string, d delivery) bool {
+	if l == nil || !l.ids[d.id] {
+		return false
 	}
+	l.got[name] = append(l.got[name], d)
+	return true
 }
 
 // Acked is one publish the publisher saw acknowledged.
@@ -70,7 +76,7 @@ type Publisher struct {
 // publisher's ctx is a child of ctx; Stop ends it.
 func (n *Network) StartPublisher(ctx context.Context, from *node.Node, every, retryFor time.Duration) *Publisher {
 	n.mu.Lock()
-	n.loss = &lossLog{got: map[string][]delivery{}, gaps: map[string]int{}}
+	n.loss = &lossLog{got: map[string][]delivery{}, gaps: map[string]int{}, ids: map[string]bool{}}
 	n.mu.Unlock()
 	ctx, cancel := context.WithCancel(ctx)
 	p := &Publisher{n: n, from: from, every: every, retry: retryFor, cancel: cancel,
@@ -105,6 +111,9 @@ func (p *Publisher) run(ctx context.Context) {
 // publish publishes one message, retrying with the same ID until it is
 // acknowledged or p.retry has passed.
 func (p *Publisher) publish(ctx context.Context, id, payload []byte) {
+	p.n.mu.Lock()
+	p.n.loss.ids[string(id)] = true
+	p.n.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, p.retry)
 	defer cancel()
 	for attempt := 1; ; attempt++ {
@@ -148,8 +157,11 @@ func (p *Publisher) Acked() []Acked {
 }
 
 // Stop stops publishing after the publish in flight (with its retries) and
-// waits for it. It is idempotent.
+// waits for it. It is idempotent, and does nothing on a nil Publisher.
 func (p *Publisher) Stop() {
+	if p == nil {
+		return
+	}
 	select {
 	case <-p.stop:
 	default:

@@ -340,9 +340,11 @@ func (n *Network) count(name string, l *client.Listener) {
 			default:
 				n.outOfOrd.Add(1)
 			}
-			n.loss.recordLocked(name, delivery{id: string(in.ID), epoch: in.Epoch, seq: in.Seq})
+			ours := n.loss.recordLocked(name, delivery{id: string(in.ID), epoch: in.Epoch, seq: in.Seq})
 			n.mu.Unlock()
-			n.deliv.Add(1)
+			if !ours {
+				n.deliv.Add(1)
+			}
 		case "direct":
 			n.deliv.Add(1)
 		case client.KindGap:
