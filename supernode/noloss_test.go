@@ -81,15 +81,6 @@ func (c *noLossCluster) kill(i int) {
 	c.publishRing()
 }
 
-func (c *noLossCluster) index(p peer.ID) int {
-	for i, sn := range c.sns {
-		if sn.h.ID() == p {
-			return i
-		}
-	}
-	return -1
-}
-
 // groupHomedAt returns a group name whose home is supernode i.
 func (c *noLossCluster) groupHomedAt(i int) string {
 	for k := range 10000 {
