@@ -51,6 +51,7 @@ type Node struct {
 	seedFn      func() uint64
 	perMember   bool
 	storeLimits *store.Limits // WithStoreLimitsForTest
+	noStore     bool          // WithoutStoreForTest
 	gater       connmgr.ConnectionGater
 	mdnsService string // WithMDNSForTest's service name ("" for MDNSService)
 	pinnedReach *network.Reachability
@@ -219,6 +220,16 @@ func WithStoreLimitsForTest(lim store.Limits) Option {
 func WithPerMemberGroupFanoutForTest() Option {
 	return func(n *Node) error {
 		n.perMember = true
+		return nil
+	}
+}
+
+// WithoutStoreForTest starts the supernode role without its store: no
+// replay log, hence no group resume and no home replication, as before
+// they existed. For comparisons only (the testnet's NoResume).
+func WithoutStoreForTest() Option {
+	return func(n *Node) error {
+		n.noStore = true
 		return nil
 	}
 }

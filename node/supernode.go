@@ -56,8 +56,12 @@ func (n *Node) startSupernode() error {
 	}
 	// An unreadable store (corrupt, locked by another process) fails the
 	// start with the store's error, which names the file: never wiped.
-	if n.store, err = store.Open(filepath.Join(n.cfg.DataDir, StoreFile), lim, store.WithClock(n.now)); err != nil {
-		return err
+	// WithoutStoreForTest: none (no group resume, replication or offline
+	// messages), for comparison.
+	if !n.noStore {
+		if n.store, err = store.Open(filepath.Join(n.cfg.DataDir, StoreFile), lim, store.WithClock(n.now)); err != nil {
+			return err
+		}
 	}
 	n.router, err = supernode.NewRouter(n.host, n.admission, supernode.RouterConfig{
 		Ring:        n.rings.Load,

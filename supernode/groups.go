@@ -169,9 +169,11 @@ func (r *Router) onGroupOp(client peer.ID, op *pb.GroupOp) {
 			// Held out of the group's fanout until the home's replay
 			// of what it missed is done (replay.go).
 			if r.resuming[client] == nil {
-				r.resuming[client] = map[string]time.Time{}
+				r.resuming[client] = map[string]*heldResume{}
 			}
-			r.resuming[client][g] = r.cfg.Now().Add(resumeHold * r.cfg.Refresh)
+			home, _ := r.groupHome(g)
+			r.resuming[client][g] = &heldResume{home: home, pos: store.Pos{Epoch: op.GetResumeEpoch(), Seq: op.GetResumeSeq()},
+				until: r.cfg.Now().Add(resumeHold * r.cfg.Refresh)}
 			if lg := r.local[g]; lg != nil {
 				lg.Remove(string(client))
 			}

@@ -515,3 +515,70 @@ func TestReplayDoneOnlyFromTheHome(t *testing.T) {
 		t.Fatal("the home's ReplayDone did not let the member in")
 	}
 }
+
+// TestHeldResumeGoesToTheNextHome: a member fails over while its group's
+// home has crashed but the rings still name it: its resume goes to the
+// dead home and the member is held. Once the ring moves the group, the
+// member's supernode asks the next home again, which replays what the
+// member missed; without that the member stays held until the hold times
+// out and misses what came meanwhile.
+func TestHeldResumeGoesToTheNextHome(t *testing.T) {
+	c := newNoLossCluster(t, 3)
+	g := c.groupHomedAt(0)
+	pub := c.attachMember(c.n.host(t), 1, 1)
+	mh := c.n.host(t)
+	m := c.attachMember(mh, 2, 1)
+	m.join(c.sns[2].h.ID(), g, nil)
+	waitFor(t, "the member's membership at the home", func() bool {
+		c.sns[0].r.mu.Lock()
+		defer c.sns[0].r.mu.Unlock()
+		hg := c.sns[0].r.homes[g]
+		return hg != nil && !hg.syncing && hg.at[mh.ID()] == c.sns[2].h.ID()
+	})
+	for i := 1; i <= 3; i++ {
+		if res := pub.publish(g, fmt.Sprintf("m%d", i)); res.GetStatus() != pb.Result_STATUS_OK {
+			t.Fatalf("publish %d: %v %s", i, res.GetStatus(), res.GetDetail())
+		}
+	}
+	m.waitPayloads("the first messages", want(1, 3))
+	at := m.last()
+	m.end()
+	// The home crashes; nobody's ring has dropped it yet.
+	home := c.sns[0]
+	home.r.Close()
+	home.adm.Close()
+	_ = home.h.Close()
+	m2 := c.attachMember(mh, 1, 2)
+	m2.join(c.sns[1].h.ID(), g, &at)
+	waitFor(t, "the member held at its new supernode", func() bool {
+		c.sns[1].r.mu.Lock()
+		defer c.sns[1].r.mu.Unlock()
+		_, held := c.sns[1].r.resuming[mh.ID()][g]
+		return held
+	})
+	// The rings drop the dead home; the next refresh tells the new one.
+	c.mu.Lock()
+	c.live[home.h.ID()] = false
+	c.mu.Unlock()
+	c.publishRing()
+	c.refreshAll()
+	for i := 4; i <= 5; i++ {
+		var res *pb.Result
+		id := protocol.NewMessageID()
+		for range 50 { // the publisher's retries while the new home syncs
+			if res = pub.publishID(g, id, fmt.Sprintf("m%d", i)); res.GetStatus() == pb.Result_STATUS_OK {
+				break
+			}
+		}
+		if res.GetStatus() != pb.Result_STATUS_OK {
+			t.Fatalf("publish %d after the crash: %v %s", i, res.GetStatus(), res.GetDetail())
+		}
+	}
+	m2.waitPayloads("what came after the crash", want(4, 5))
+	waitFor(t, "the resumed notice", func() bool { m2.mu.Lock(); defer m2.mu.Unlock(); return len(m2.resumed) == 1 })
+	m2.mu.Lock()
+	defer m2.mu.Unlock()
+	if r := m2.resumed[0]; r.GetMissed() != 0 || r.GetMissedUnknown() {
+		t.Fatalf("resumed %v: want nothing missed", r)
+	}
+}

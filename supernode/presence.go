@@ -305,6 +305,10 @@ func (r *Router) refresh() {
 			mems = append(mems, membershipUpdate{group: g, member: c, join: true, refresh: true, claim: claim, resume: ok, snResume: ok, pos: pos})
 		}
 	}
+	// After the refreshes: a home new to this supernode's members
+	// learns them, and replays to the supernode, before it hears a
+	// held member's resume.
+	mems = append(mems, r.resendHeldLocked(now)...)
 	r.releaseHeldLocked(now)
 	for c, p := range r.presence {
 		if !now.Before(p.expires) {

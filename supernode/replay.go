@@ -59,8 +59,12 @@ const (
 	replayTailMax = 4096
 	// resumeHold is how long a member's supernode holds a resuming member
 	// out of the group's fanout waiting for the home's ReplayDone, in
-	// refresh intervals.
-	resumeHold = 3
+	// refresh intervals, counted from the last time it asked: a resume
+	// sent to a home that just crashed is sent again to the next home once
+	// the ring drops the dead one, which takes the directory three
+	// announce intervals (= refresh intervals) and the next refresh one
+	// more; two more are margin.
+	resumeHold = 6
 )
 
 // Replay log entries carry one byte before the encoded GroupMessage: who
@@ -114,6 +118,15 @@ type replayJob struct {
 // startReplayLocked queues a replay of group to sn after position from.
 // r.mu is held.
 func (r *Router) startReplayLocked(hg *homeGroup, k replayKey, from store.Pos) {
+	if r.cfg.Store == nil {
+		// No replay log: nothing to replay. A member's supernode is told
+		// at once (it lets the member in, who learns the gap is unknown);
+		// a supernode's resume changes nothing, it stays live.
+		if k.member != "" {
+			r.sendReplayDoneLocked(k, &pb.Resumed{Group: k.group, Epoch: from.Epoch, Seq: from.Seq, MissedUnknown: true})
+		}
+		return
+	}
 	if old := r.replays[k]; old == nil && len(r.replays) >= maxReplayJobs {
 		r.stats.ReplaysRefused.Add(1)
 		r.sendReplayDoneLocked(k, &pb.Resumed{Group: k.group, Epoch: from.Epoch, Seq: from.Seq, MissedUnknown: true})
@@ -387,13 +400,45 @@ func (r *Router) resumeDoneLocked(m peer.ID, res *pb.Resumed) {
 	r.toClient(m, &pb.SessionFrame{Kind: &pb.SessionFrame_Resumed{Resumed: res}}, &r.stats.OversizeOther)
 }
 
+// heldResume is a member held out of a group's local fanout while the
+// group's home replays what it missed: the home its resume went to, the
+// position it resumes from, and when the hold ends without an answer.
+type heldResume struct {
+	home  peer.ID
+	pos   store.Pos
+	until time.Time
+}
+
+// resendHeldLocked asks the group's current home again for the held
+// members whose resume went to another home (it crashed, and the ring has
+// moved the group since), restarting their hold; it returns the membership
+// records to send. Without it a member that failed over from a crashed
+// home would wait for an answer that never comes, be let in with its gap
+// unknown, and miss what the next home sent its supernode meanwhile.
+func (r *Router) resendHeldLocked(now time.Time) []membershipUpdate {
+	var ups []membershipUpdate
+	for m, gs := range r.resuming {
+		for g, h := range gs {
+			home, ok := r.groupHome(g)
+			claim, joined := r.joined[m][g]
+			if !ok || home == h.home || !joined {
+				continue
+			}
+			h.home, h.until = home, now.Add(resumeHold*r.cfg.Refresh)
+			r.stats.ResumesResent.Add(1)
+			ups = append(ups, membershipUpdate{group: g, member: m, join: true, claim: claim, resume: true, pos: h.pos})
+		}
+	}
+	return ups
+}
+
 // releaseHeldLocked lets in the members held past their deadline: the
 // home never answered (it died, or refused the replay). They are told the
 // resume is complete with what they missed unknown.
 func (r *Router) releaseHeldLocked(now time.Time) {
 	for m, gs := range r.resuming {
-		for g, until := range gs {
-			if now.Before(until) {
+		for g, h := range gs {
+			if now.Before(h.until) {
 				continue
 			}
 			r.stats.ResumesTimedOut.Add(1)

@@ -125,7 +125,7 @@ type Router struct {
 	// resuming holds members out of their groups' local fanout until
 	// the home's replay is done; pos is the last group message fanned
 	// out here per group.
-	resuming  map[peer.ID]map[string]time.Time
+	resuming  map[peer.ID]map[string]*heldResume
 	pos       map[string]store.Pos
 	restampMu sync.Mutex
 	restamped map[restampKey][]byte
@@ -170,8 +170,9 @@ type RouterStats struct {
 	// Group resume (replay.go): replays started, done, done with a gap
 	// (the log no longer held what was asked), refused (too many
 	// waiting), frames replayed, held members released without the home's
-	// answer, appends the log refused and entries that did not decode.
-	ReplaysStarted, ReplaysDone, ReplaysGap, ReplaysRefused, Replayed, ResumesTimedOut, ReplayLogFailed atomic.Uint64
+	// answer, held members' resumes sent again to a new home, appends the
+	// log refused and entries that did not decode.
+	ReplaysStarted, ReplaysDone, ReplaysGap, ReplaysRefused, Replayed, ResumesTimedOut, ResumesResent, ReplayLogFailed atomic.Uint64
 	// Home replication (replica.go): replica frames sent, replicas held
 	// for other homes, replicas refused, publishes not replicated in
 	// time, publish retries answered without renumbering, syncs started.
@@ -239,7 +240,7 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 		replayBudget: replayFramesPerTick,
 		pendingPubs:  make(map[pubKey]*pendingPublish),
 		syncs:        make(map[string]*groupSync),
-		resuming:     make(map[peer.ID]map[string]time.Time),
+		resuming:     make(map[peer.ID]map[string]*heldResume),
 		pos:          make(map[string]store.Pos),
 		restamped:    make(map[restampKey][]byte),
 		storeWaits:   make(map[string]*storeWait),

@@ -35,6 +35,11 @@ type Config struct {
 	// NoJitter gives the clients the naive retry policy (fixed intervals,
 	// no stagger), to show what the storm scenario guards against.
 	NoJitter bool
+	// NoResume starts the supernodes and megas without their store
+	// (node.WithoutStoreForTest): no replay log, so no group resume and no
+	// home replication, as before they existed. For comparison only: it
+	// shows what the loss criterion guards against.
+	NoResume bool
 	// Logger receives the nodes' logs (default: discarded).
 	Logger *slog.Logger
 

@@ -365,17 +365,6 @@ func waitFor(ctx context.Context, d, tick time.Duration, cond func() bool) error
 	return poll(ctx, tick, cond)
 }
 
-// pause waits d, or until ctx ends: a measurement window, not a wait for
-// an event.
-func pause(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // ---- Environment overrides.
 
 // envDuration sets *d from the environment variable name, if set, failing

@@ -293,16 +293,7 @@ func (r *Run) messages(label string, groups, directs int, limit time.Duration) b
 	defer cancel()
 	// The group's home learns of every member with its join; wait until
 	// it knows them all, so that "every member" is well defined.
-	homeKnows := 0
-	_ = poll(ctx, 50*time.Millisecond, func() bool {
-		cs := r.Net.Clients()
-		if len(cs) == 0 {
-			return true
-		}
-		ms, err := cs[0].Client().Members(ctx, GroupName)
-		homeKnows = len(ms)
-		return err == nil && len(ms) == members
-	})
+	homeKnows, _ := r.Net.waitHomeKnows(ctx)
 	var sendErrs []error
 	published, acked := 0, 0
 	for i := range groups {
@@ -369,6 +360,80 @@ func (r *Run) capacityHeld(from float64) {
 		fmt.Sprintf("highest %.0f%% (%s)", 100*worst, where), worst <= 1)
 }
 
+// lossEvery is the loss publisher's period, and lossRetry how long it
+// retries one publish (with the same ID) before giving it up.
+const (
+	lossEvery = 50 * time.Millisecond
+	lossRetry = 20 * time.Second
+)
+
+// startLoss starts the loss publisher, on a client of sn0 (which no
+// scenario kills) where there is one, once the group's home knows every
+// member, and waits until it has ten publishes acknowledged; nil if the
+// network has no client.
+func (r *Run) startLoss() *Publisher {
+	cs := r.Net.Clients()
+	if len(cs) == 0 {
+		return nil
+	}
+	from := cs[0]
+	if sns := r.Net.Supernodes(); len(sns) > 0 {
+		for _, c := range cs {
+			if a := c.Status().Attachment; a != nil && a.Supernode == sns[0].ID().String() {
+				from = c
+				break
+			}
+		}
+	}
+	ctx, cancel := r.within(20 * time.Second)
+	defer cancel()
+	_, _ = r.Net.waitHomeKnows(ctx)
+	r.Phase("publishing from " + r.Net.Name(from))
+	p := r.Net.StartPublisher(r.ctx, from, lossEvery, lossRetry)
+	r.lossMore(p, 10)
+	return p
+}
+
+// lossMore waits (bounded) until p has k more publishes acknowledged.
+func (r *Run) lossMore(p *Publisher, k int) {
+	if p == nil {
+		return
+	}
+	want := len(p.Acked()) + k
+	ctx, cancel := r.within(lossRetry)
+	defer cancel()
+	_ = poll(ctx, 10*time.Millisecond, func() bool { return len(p.Acked()) >= want })
+}
+
+// checkLoss stops the loss publisher after ten more acknowledged
+// publishes, waits (bounded) until every member delivered every
+// acknowledged one, and checks each did so exactly once and in order.
+func (r *Run) checkLoss(p *Publisher) {
+	if p == nil {
+		return
+	}
+	r.lossMore(p, 10)
+	p.Stop()
+	r.Phase("loss check")
+	acked, st := p.Acked(), p.Stats()
+	ctx, cancel := r.within(15 * time.Second)
+	defer cancel()
+	_ = r.Net.WaitDelivered(ctx, acked)
+	t := Totals(r.Net.Loss(acked))
+	r.Figure("loss_published", float64(len(acked)))
+	r.Figure("loss_lost", float64(t.Lost))
+	r.Figure("loss_duplicates", float64(t.Duplicates))
+	r.Figure("loss_out_of_order", float64(t.OutOfOrder))
+	r.Figure("loss_gap_notices", float64(t.Gaps))
+	r.Figure("loss_retried", float64(st.Retried))
+	r.Figure("loss_given_up", float64(st.Failed))
+	r.Check("no message lost with publishing throughout",
+		"every acknowledged publish of a client publishing throughout delivered to every member exactly once and in order",
+		fmt.Sprintf("N=%d acknowledged to %d members: %d lost, %d duplicates, %d out of order; %d gap notices, %d acknowledged after a retry, %d given up",
+			len(acked), t.Members, t.Lost, t.Duplicates, t.OutOfOrder, t.Gaps, st.Retried, st.Failed),
+		len(acked) > 0 && t.Lost == 0 && t.Duplicates == 0 && t.OutOfOrder == 0)
+}
+
 // --- scenarios ---
 
 func runSteady(r *Run) error {
@@ -385,9 +450,12 @@ func runTour(r *Run) error {
 		// Without megas the tour is an outage and a restart.
 		r.form(r.formLimit())
 		r.messages("before the outage", 5, 5, 20*time.Second)
+		pub := r.startLoss()
 		if err := outage(r, 0.3); err != nil {
+			pub.Stop()
 			return err
 		}
+		r.checkLoss(pub)
 		r.messages("after the outage", 5, 5, 20*time.Second)
 		if err := restart(r); err != nil {
 			return err
@@ -435,9 +503,12 @@ func outage(r *Run, frac float64) error {
 
 func runOutage(r *Run) error {
 	r.form(r.formLimit())
+	pub := r.startLoss()
 	if err := outage(r, 0.3); err != nil {
+		pub.Stop()
 		return err
 	}
+	r.checkLoss(pub)
 	r.messages("after the outage", 5, 5, 20*time.Second)
 	r.capacityHeld(0)
 	return r.ctx.Err()
@@ -521,6 +592,10 @@ func recovery(r *Run, tour bool) error {
 	if tour {
 		r.messages("before the outage", 5, 5, 20*time.Second)
 	}
+	// The loss publisher runs from before the crash until after the
+	// hand-back; the message checks between count only their own.
+	pub := r.startLoss()
+	defer pub.Stop()
 	r.Phase("outage")
 	t := time.Now()
 	names := r.Net.KillSupernodes(0.6)
@@ -577,6 +652,7 @@ func recovery(r *Run, tour bool) error {
 	r.Check("megas handed back", fmt.Sprintf("every mega back within its regular capacity within %v", limit),
 		fmt.Sprintf("%d over after %v", max(0, over()), time.Since(hb).Round(10*time.Millisecond)), err == nil)
 	r.reattach("hand-back", hb, limit)
+	r.checkLoss(pub)
 	if tour {
 		r.messages("after the hand-back", 5, 5, 20*time.Second)
 	}

@@ -52,3 +52,22 @@ func TestStormCriterionNeedsJitter(t *testing.T) {
 		}
 	}
 }
+
+// TestLossCriterionNeedsResume shows the loss criterion guarding group
+// resume: with the supernodes' stores off (no replay log, no resume), the
+// members that fail over in the recovery scenario miss what was published
+// meanwhile. (The outage at this size kills one supernode; when that is
+// the group's home, publishing stalls while the members fail over and
+// nothing is lost even without resume, so it cannot show this.)
+func TestLossCriterionNeedsResume(t *testing.T) {
+	rep := smallRun(t, "recovery", func(rc *RunConfig) { rc.NoResume = true })
+	for _, c := range rep.Criteria {
+		if c.Name == "no message lost with publishing throughout" {
+			if c.Pass {
+				t.Fatalf("the loss criterion held without resume: %s", c.Got)
+			}
+			return
+		}
+	}
+	t.Fatal("the recovery scenario has no loss criterion")
+}

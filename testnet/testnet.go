@@ -76,7 +76,10 @@ type Network struct {
 	// groupSeen is each client's last group sequence number, for the
 	// exactly-once-in-order check (guarded by mu).
 	groupSeen map[string]seqPos
-	outOfOrd  atomic.Uint64
+	// loss records every client's deliveries while a Publisher runs
+	// (loss.go; guarded by mu).
+	loss     *lossLog
+	outOfOrd atomic.Uint64
 
 	mu      sync.Mutex
 	members []*member
@@ -266,6 +269,9 @@ func (n *Network) startMember(ctx context.Context, m *member, gate <-chan struct
 	if n.cfg.PerMemberFanout && m.kind != KindClient {
 		opts = append(opts, node.WithPerMemberGroupFanoutForTest())
 	}
+	if n.cfg.NoResume && m.kind != KindClient {
+		opts = append(opts, node.WithoutStoreForTest())
+	}
 	if m.kind == KindClient {
 		opts = append(opts, node.WithObserver(n.attempts.observe))
 		if n.cfg.NoJitter {
@@ -334,10 +340,21 @@ func (n *Network) count(name string, l *client.Listener) {
 			default:
 				n.outOfOrd.Add(1)
 			}
+			ours := n.loss.recordLocked(name, delivery{id: string(in.ID), epoch: in.Epoch, seq: in.Seq})
 			n.mu.Unlock()
-			n.deliv.Add(1)
+			if !ours {
+				n.deliv.Add(1)
+			}
 		case "direct":
 			n.deliv.Add(1)
+		case client.KindGap:
+			if in.Group == GroupName {
+				n.mu.Lock()
+				if n.loss != nil {
+					n.loss.gaps[name]++
+				}
+				n.mu.Unlock()
+			}
 		}
 	}
 }

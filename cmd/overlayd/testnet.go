@@ -47,6 +47,7 @@ func testnetCommand() *cli.Command {
 				&cli.Uint64Flag{Name: "seed", Usage: "seed of the network's identities and random choices", Value: d.Seed},
 				&cli.StringFlag{Name: "report", Usage: "write report.json, plots and report.md into this directory"},
 				&cli.BoolFlag{Name: "no-jitter", Usage: "give the clients the naive retry policy (fixed intervals, no stagger)"},
+				&cli.BoolFlag{Name: "no-resume", Usage: "for comparison: supernodes without their store (no group resume, no home replication)"},
 				&cli.DurationFlag{Name: "timeout", Usage: "give up after this long", Value: 5 * time.Minute},
 			},
 			Action: func(c *cli.Context) error {
@@ -63,6 +64,7 @@ func testnetCommand() *cli.Command {
 				cfg.Keepalive = c.Duration("keepalive")
 				cfg.Seed = c.Uint64("seed")
 				cfg.NoJitter = c.Bool("no-jitter")
+				cfg.NoResume = c.Bool("no-resume")
 				if err := cfg.Validate(); err != nil {
 					return usageError{err}
 				}
