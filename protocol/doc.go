@@ -559,7 +559,8 @@
 //
 // A supernode that becomes a group's home (it has no record of the group)
 // sends replica_sync{group, epoch, after_seq} (the last position its log
-// holds) to the other cluster members, each answering with the replica frames
+// holds) to the first 5 distinct ring members at the group's name other
+// than itself, each answering with the replica frames
 // they hold after that position (at most 4,096) then replica_sync{done,
 // epoch, after_seq = the last sent}; it numbers nothing until all answered or
 // 2 s passed (publishes meanwhile wait, at most 1,024), then starts a new

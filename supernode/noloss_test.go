@@ -582,3 +582,100 @@ func TestHeldResumeGoesToTheNextHome(t *testing.T) {
 		t.Fatalf("resumed %v: want nothing missed", r)
 	}
 }
+
+// TestNewHomeOutsideTheClusterSyncsFromTheOldHome: the two replicas of a
+// group's home crash together and the ring changes weights, so the
+// group's new home is a supernode that was never in its home cluster,
+// while the old home lives on further along the ring. The new home asks
+// the first syncWidth supernodes at the group's place, the old home among
+// them, and replays from its log what a member's supernode missed. Asking
+// only the new home cluster (the two dead replicas were the rest of the
+// old one) lost those messages (testnet recovery, small size, seed 2).
+func TestNewHomeOutsideTheClusterSyncsFromTheOldHome(t *testing.T) {
+	c := newNoLossCluster(t, 7)
+	ids := make([]peer.ID, len(c.sns))
+	for i, sn := range c.sns {
+		ids[i] = sn.h.ID()
+	}
+	// A group homed at 0, and a ring without its two replicas in which 0
+	// is 4th or 5th at the group's place (the others weigh more).
+	var g string
+	var later *ring.Ring
+	var dead []int
+	for k := 0; k < 20000 && later == nil; k++ {
+		name := fmt.Sprintf("g%d", k)
+		cl := cluster.Home(c.ring.Load(), []byte(name))
+		if cl[0] != ids[0] {
+			continue
+		}
+		var ms []ring.Member
+		dead = []int{c.index(cl[1]), c.index(cl[2])}
+		for i, id := range ids {
+			if !slices.Contains(dead, i) {
+				ms = append(ms, ring.Member{ID: id.String(), Weight: map[bool]int{true: 1, false: 4}[i == 0]})
+			}
+		}
+		r, err := ring.New(ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := slices.Index(r.LookupN([]byte(name), 2*cluster.Size-1, nil), ids[0].String())
+		if at >= cluster.Size {
+			g, later = name, r
+		}
+	}
+	if later == nil {
+		t.Fatal("no group name fits the test")
+	}
+	var x int // a live member supernode, not the old home
+	for i := 1; i < len(ids); i++ {
+		if !slices.Contains(dead, i) {
+			x = i
+			break
+		}
+	}
+	pub := c.attachMember(c.n.host(t), 0, 1)
+	mh := c.n.host(t)
+	m := c.attachMember(mh, x, 1)
+	m.join(ids[x], g, nil)
+	waitFor(t, "the membership at the home", func() bool {
+		c.sns[0].r.mu.Lock()
+		defer c.sns[0].r.mu.Unlock()
+		hg := c.sns[0].r.homes[g]
+		return hg != nil && !hg.syncing && hg.at[mh.ID()] == ids[x]
+	})
+	for i := 1; i <= 2; i++ {
+		if res := pub.publish(g, fmt.Sprintf("m%d", i)); res.GetStatus() != pb.Result_STATUS_OK {
+			t.Fatalf("publish %d: %v %s", i, res.GetStatus(), res.GetDetail())
+		}
+	}
+	m.waitPayloads("before", want(1, 2))
+	c.sns[0].r.links.dropGroupFramesForTest(ids[x])
+	for i := 3; i <= 5; i++ {
+		if res := pub.publish(g, fmt.Sprintf("m%d", i)); res.GetStatus() != pb.Result_STATUS_OK {
+			t.Fatalf("publish %d: %v %s", i, res.GetStatus(), res.GetDetail())
+		}
+	}
+	for _, i := range dead {
+		sn := c.sns[i]
+		sn.r.Close()
+		sn.adm.Close()
+		_ = sn.h.Close()
+		c.mu.Lock()
+		c.live[ids[i]] = false
+		c.mu.Unlock()
+	}
+	c.ring.Publish(later)
+	c.refreshAll()
+	id := protocol.NewMessageID()
+	var res *pb.Result
+	for range 50 {
+		if res = pub.publishID(g, id, "m6"); res.GetStatus() == pb.Result_STATUS_OK {
+			break
+		}
+	}
+	if res.GetStatus() != pb.Result_STATUS_OK {
+		t.Fatalf("publish 6: %v %s", res.GetStatus(), res.GetDetail())
+	}
+	m.waitPayloads("after the new home took over", want(1, 6))
+}

@@ -228,14 +228,20 @@ func (r *Router) retryPublishLocked(hg *homeGroup, p *pb.GroupPublish) (handled 
 // this supernode's sync, one another cluster member holds) and acks it.
 func (r *Router) onReplica(from peer.ID, gm *pb.GroupMessage) {
 	g := gm.GetGroup()
-	if r.cfg.Store == nil || protocol.CheckGroupName(g) != nil || !r.inHomeCluster(g, r.self()) || !r.inHomeCluster(g, from) {
+	if r.cfg.Store == nil || protocol.CheckGroupName(g) != nil {
 		r.stats.ReplicasRefused.Add(1)
 		return
 	}
+	// An answer to this supernode's sync comes from a peer it asked; a
+	// live replica from a member of the group's home cluster, to one.
 	r.mu.Lock()
 	sync := r.syncs[g]
 	syncing := sync != nil && slices.Contains(sync.waiting, from)
 	r.mu.Unlock()
+	if !syncing && (!r.inHomeCluster(g, r.self()) || !r.inHomeCluster(g, from)) {
+		r.stats.ReplicasRefused.Add(1)
+		return
+	}
 	// A live replica is stamped by the home that sends it; a sync answer
 	// carries the stamp of the home that numbered it, which may be gone.
 	// Either way the publisher's signature must hold.
@@ -270,7 +276,7 @@ func (r *Router) startSyncLocked(hg *homeGroup, g string) {
 	if r.cfg.Store == nil {
 		return
 	}
-	reps := r.replicasOf(g)
+	reps := r.syncPeersOf(g)
 	if len(reps) == 0 {
 		return
 	}
@@ -288,10 +294,39 @@ func (r *Router) startSyncLocked(hg *homeGroup, g string) {
 	}
 }
 
+// syncWidth is how many supernodes at a group's place on the ring a new
+// home asks for replicas (itself included): the home cluster and the next
+// Size-1 after it. A home whose weight changed (a promotion to mega) can
+// move a group past members of its old cluster; the old home and its
+// replicas are then still among the first few, though no longer the first
+// three.
+const syncWidth = 2*cluster.Size - 1
+
+// syncPeersOf returns the supernodes a new home of group asks for replicas.
+func (r *Router) syncPeersOf(group string) []peer.ID {
+	rg := r.cfg.Ring()
+	if rg == nil {
+		return nil
+	}
+	self := r.self()
+	var out []peer.ID
+	for _, s := range rg.LookupN([]byte(group), syncWidth, nil) {
+		if p, err := peer.Decode(s); err == nil && p != self {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // onReplicaSync answers a sync request, or takes a member's end of answer.
 func (r *Router) onReplicaSync(from peer.ID, s *pb.ReplicaSync) {
 	g := s.GetGroup()
-	if protocol.CheckGroupName(g) != nil || !r.inHomeCluster(g, from) {
+	if protocol.CheckGroupName(g) != nil {
+		return
+	}
+	// Requests come from the group's new home, which is in its home
+	// cluster; an end of answer from a peer this supernode asked.
+	if !s.GetDone() && !r.inHomeCluster(g, from) {
 		return
 	}
 	if s.GetDone() {
@@ -318,7 +353,7 @@ func (r *Router) onReplicaSync(from peer.ID, s *pb.ReplicaSync) {
 		es, _, _ := r.cfg.Store.ReplayAfter(g, pos.Epoch, pos.Seq, replayTailMax)
 		for _, e := range es {
 			_, gm, ok := decodeEntry(e.Data)
-			if !ok || !r.links.sendGroup(from, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Replica{Replica: gm}})) {
+			if !ok || !r.links.send(from, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Replica{Replica: gm}})) {
 				break
 			}
 			pos = store.Pos{Epoch: e.Epoch, Seq: e.Seq}
