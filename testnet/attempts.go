@@ -13,6 +13,9 @@ import (
 type attemptLog struct {
 	mu  sync.Mutex
 	all []attempt
+	// ready are the times clients were ready for their first pass
+	// (client.EventReady).
+	ready []time.Time
 }
 
 type attempt struct {
@@ -21,6 +24,12 @@ type attempt struct {
 }
 
 func (a *attemptLog) observe(e client.Event) {
+	if e.Kind == client.EventReady {
+		a.mu.Lock()
+		a.ready = append(a.ready, e.Time)
+		a.mu.Unlock()
+		return
+	}
 	if e.Kind != client.EventAttempt {
 		return
 	}
@@ -28,6 +37,20 @@ func (a *attemptLog) observe(e client.Event) {
 	// The attempt began Latency before its answer.
 	a.all = append(a.all, attempt{t: e.Time.Add(-e.Latency), failed: e.Result == "error"})
 	a.mu.Unlock()
+}
+
+// readySince counts the clients that became ready for their first pass
+// from t on.
+func (a *attemptLog) readySince(t time.Time) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for _, r := range a.ready {
+		if !r.Before(t) {
+			n++
+		}
+	}
+	return n
 }
 
 // attemptStats summarises the attempts of a period.

@@ -70,6 +70,7 @@ type sessionFrame struct {
 // goroutine it started has stopped. Call it once.
 func (c *Client) Run(ctx context.Context) {
 	c.waitForRing(ctx)
+	c.emit(Event{Kind: EventReady, Time: c.now()})
 	if c.gate != nil {
 		select {
 		case <-ctx.Done():

@@ -19,6 +19,9 @@ const (
 	EventKeepalive EventKind = "keepalive"
 	// EventSessionEnd: the client's session ended (Result says why).
 	EventSessionEnd EventKind = "session_end"
+	// EventReady: the client has waited for its ring and is about to make
+	// its first attach pass (held first by an attach gate, if it has one).
+	EventReady EventKind = "ready"
 )
 
 // Event is one observation of the client, for testnets and benchmarks that
