@@ -562,7 +562,10 @@
 // holds) to the first 5 distinct ring members at the group's name other
 // than itself, each answering with the replica frames
 // they hold after that position (at most 4,096) then replica_sync{done,
-// epoch, after_seq = the last sent}; it numbers nothing until all answered or
+// epoch, after_seq = the last sent}. A supernode whose own ring makes it the
+// group's home does not answer (the asker asks again every 250 ms), and a
+// supernode numbers a publish only while its ring makes it the group's home
+// (else Result{id, BUSY}). The new home numbers nothing until all answered or
 // 2 s passed (publishes meanwhile wait, at most 1,024), then starts a new
 // epoch greater than every epoch in its log and remembers the logged IDs. A
 // sync answer's stamps may be another home's; the publisher's signature must

@@ -136,6 +136,13 @@ type membershipUpdate struct {
 	pos              store.Pos
 }
 
+// isGroupHome reports whether this supernode's ring makes it the home of
+// group.
+func (r *Router) isGroupHome(group string) bool {
+	h, ok := r.groupHome(group)
+	return ok && h == r.self()
+}
+
 // groupHome returns the ring owner of a group.
 func (r *Router) groupHome(group string) (peer.ID, bool) {
 	return cluster.GroupHome(r.cfg.Ring(), group)
@@ -388,6 +395,11 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 	hg := r.homes[p.GetGroup()]
 	busy := ""
 	switch {
+	case !r.isGroupHome(p.GetGroup()):
+		// Sent by a supernode whose ring lags: a home numbers nothing
+		// once its own ring moves the group, so that what it answers a
+		// new home's sync is all it numbered (replica.go).
+		busy = "not the group's home by this supernode's ring; retry with the same message id"
 	case hg == nil && len(r.homes) >= r.bounds.homeGroups:
 		r.stats.HomeGroupsFull.Add(1)
 		busy = "group home holds too many groups"

@@ -679,3 +679,41 @@ func TestNewHomeOutsideTheClusterSyncsFromTheOldHome(t *testing.T) {
 	}
 	m.waitPayloads("after the new home took over", want(1, 6))
 }
+
+// TestFormerHomeNumbersNothing: once a supernode's ring moves a group
+// away, a publish that reaches it (from a supernode whose ring lags) is
+// answered BUSY, not numbered: what it answers the new home's sync is then
+// all it ever numbered (a home that kept numbering after the new home's
+// sync lost those messages for members whose supernodes had moved on, in
+// the tour).
+func TestFormerHomeNumbersNothing(t *testing.T) {
+	c := newNoLossCluster(t, 3)
+	g := c.groupHomedAt(0)
+	pub := c.attachMember(c.n.host(t), 0, 1)
+	if res := pub.publish(g, "m1"); res.GetStatus() != pb.Result_STATUS_OK {
+		t.Fatalf("publish at the home: %v %s", res.GetStatus(), res.GetDetail())
+	}
+	// Supernode 0's ring no longer holds itself (as a ring that has
+	// moved the group on would not name it home).
+	c.ring.Publish(newRing(t, c.sns[1].h.ID(), c.sns[2].h.ID()))
+	before := c.sns[0].r.stats.GroupPublishes.Load()
+	// A publish relayed to it by a supernode whose ring still names it.
+	id := protocol.NewMessageID()
+	signed, err := protocol.SignPublish(pub.h.Peerstore().PrivKey(pub.h.ID()), g, id, []byte("m2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.sns[0].r.homePublish(&pb.GroupPublish{Group: g, Id: id, Signed: signed, From: []byte(pub.h.ID()), Origin: []byte(c.sns[0].h.ID())})
+	var res *pb.Result
+	select {
+	case res = <-pub.resultCh:
+	case <-time.After(waitTimeout):
+		t.Fatal("no answer from the former home")
+	}
+	if res.GetStatus() != pb.Result_STATUS_BUSY {
+		t.Fatalf("publish at the former home: %v %s, want BUSY", res.GetStatus(), res.GetDetail())
+	}
+	if n := c.sns[0].r.stats.GroupPublishes.Load(); n != before {
+		t.Fatalf("the former home numbered %d publishes after its ring moved the group", n-before)
+	}
+}

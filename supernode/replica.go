@@ -173,8 +173,14 @@ func (r *Router) sweepReplication() {
 	}
 	var waiting []*pb.GroupPublish
 	for g, s := range r.syncs {
-		if now.After(s.deadline) {
+		switch {
+		case now.After(s.deadline):
 			waiting = append(waiting, r.endSyncLocked(g)...)
+		case now.Sub(s.asked) >= syncReask:
+			s.asked = now
+			for _, sn := range s.waiting {
+				r.links.send(sn, s.request)
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -267,7 +273,16 @@ func (r *Router) onReplica(from peer.ID, gm *pb.GroupMessage) {
 type groupSync struct {
 	waiting  []peer.ID
 	deadline time.Time
+	// request is the ReplicaSync frame, asked again every syncReask of
+	// the peers that have not answered: a previous home whose ring still
+	// names it the home does not answer until its ring moves on.
+	request []byte
+	asked   time.Time
 }
+
+// syncReask is how often a new home asks again the peers that have not
+// answered its sync.
+const syncReask = 250 * time.Millisecond
 
 // startSyncLocked asks the other cluster members for the replicas they
 // hold of group after what this supernode's log holds; the group numbers
@@ -282,8 +297,8 @@ func (r *Router) startSyncLocked(hg *homeGroup, g string) {
 	}
 	last, _ := r.cfg.Store.ReplayLast(g)
 	hg.syncing = true
-	r.syncs[g] = &groupSync{waiting: reps, deadline: r.cfg.Now().Add(syncTimeout)}
 	frame := encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: g, Epoch: last.Epoch, AfterSeq: last.Seq}}})
+	r.syncs[g] = &groupSync{waiting: reps, deadline: r.cfg.Now().Add(syncTimeout), request: frame, asked: r.cfg.Now()}
 	for _, sn := range reps {
 		r.links.send(sn, frame)
 	}
@@ -342,6 +357,13 @@ func (r *Router) onReplicaSync(from peer.ID, s *pb.ReplicaSync) {
 		for _, p := range waiting {
 			r.homePublish(p)
 		}
+		return
+	}
+	// A home whose ring still names it the group's home may number
+	// more: it answers once its ring moves on (the asker asks again), and
+	// from then on numbers nothing for the group (homePublish), so its
+	// answer holds all it numbered.
+	if h, ok := r.groupHome(g); ok && h == r.self() {
 		return
 	}
 	if r.cfg.Store == nil || !r.cfg.Sems.Fanout.TryAcquire() {
