@@ -271,6 +271,31 @@ func (m *member) publishID(group string, id []byte, payload string) *pb.Result {
 	}
 }
 
+// publishAll publishes m<from> to m<to>, each answered OK.
+func (m *member) publishAll(group string, from, to int) {
+	m.t.Helper()
+	for i := from; i <= to; i++ {
+		if res := m.publish(group, fmt.Sprintf("m%d", i)); res.GetStatus() != pb.Result_STATUS_OK {
+			m.t.Fatalf("publish %d: %v %s", i, res.GetStatus(), res.GetDetail())
+		}
+	}
+}
+
+// publishRetried publishes payload with one message ID, again while the
+// answer is not OK (a new home syncing, a former home refusing), as the
+// client does.
+func (m *member) publishRetried(group, payload string) {
+	m.t.Helper()
+	id := protocol.NewMessageID()
+	var res *pb.Result
+	for range 50 {
+		if res = m.publishID(group, id, payload); res.GetStatus() == pb.Result_STATUS_OK {
+			return
+		}
+	}
+	m.t.Fatalf("publish %s: %v %s", payload, res.GetStatus(), res.GetDetail())
+}
+
 func want(from, to int) []string {
 	var out []string
 	for i := from; i <= to; i++ {
@@ -304,28 +329,16 @@ func TestMemberResumesAfterFailover(t *testing.T) {
 		hg := c.sns[0].r.homes[g]
 		return hg != nil && !hg.syncing && hg.at[mh.ID()] == c.sns[2].h.ID()
 	})
-	for i := 1; i <= 5; i++ {
-		if res := pub.publish(g, fmt.Sprintf("m%d", i)); res.GetStatus() != pb.Result_STATUS_OK {
-			t.Fatalf("publish %d: %v %s", i, res.GetStatus(), res.GetDetail())
-		}
-	}
+	pub.publishAll(g, 1, 5)
 	m.waitPayloads("the first messages", want(1, 5))
 	at := m.last()
 	m.end() // the member's supernode is gone, for the member
-	for i := 6; i <= 10; i++ {
-		if res := pub.publish(g, fmt.Sprintf("m%d", i)); res.GetStatus() != pb.Result_STATUS_OK {
-			t.Fatalf("publish %d: %v %s", i, res.GetStatus(), res.GetDetail())
-		}
-	}
+	pub.publishAll(g, 6, 10)
 	// Back on supernode 1, resuming from the last message delivered;
 	// publishing goes on meanwhile.
 	m2 := c.attachMember(mh, 1, 2)
 	m2.join(c.sns[1].h.ID(), g, &at)
-	for i := 11; i <= 15; i++ {
-		if res := pub.publish(g, fmt.Sprintf("m%d", i)); res.GetStatus() != pb.Result_STATUS_OK {
-			t.Fatalf("publish %d: %v %s", i, res.GetStatus(), res.GetDetail())
-		}
-	}
+	pub.publishAll(g, 11, 15)
 	m2.waitPayloads("the missed messages then the live ones", want(6, 15))
 	m2.mu.Lock()
 	defer m2.mu.Unlock()
@@ -385,36 +398,19 @@ func TestHomeCrashLosesNothingAcknowledged(t *testing.T) {
 		hg := c.sns[0].r.homes[g]
 		return hg != nil && !hg.syncing && len(hg.at) == 2
 	})
-	for i := 1; i <= 5; i++ {
-		if res := pub.publish(g, fmt.Sprintf("m%d", i)); res.GetStatus() != pb.Result_STATUS_OK {
-			t.Fatalf("publish %d: %v %s", i, res.GetStatus(), res.GetDetail())
-		}
-	}
+	pub.publishAll(g, 1, 5)
 	m1.waitPayloads("member 1, before", want(1, 5))
 	m2.waitPayloads("member 2, before", want(1, 5))
 	// The home's group frames to supernode 2 are lost from now on (its
 	// link drops them), while its replicas still reach both.
 	c.sns[0].r.links.dropGroupFramesForTest(c.sns[2].h.ID())
-	for i := 6; i <= 8; i++ {
-		if res := pub.publish(g, fmt.Sprintf("m%d", i)); res.GetStatus() != pb.Result_STATUS_OK {
-			t.Fatalf("publish %d: %v %s", i, res.GetStatus(), res.GetDetail())
-		}
-	}
+	pub.publishAll(g, 6, 8)
 	m1.waitPayloads("member 1, during", want(1, 8))
 	c.kill(0)
 	// The next refresh tells the new home where each supernode is.
 	c.refreshAll()
 	for i := 9; i <= 10; i++ {
-		var res *pb.Result
-		id := protocol.NewMessageID()
-		for range 50 { // the publisher's retries while the new home syncs
-			if res = pub.publishID(g, id, fmt.Sprintf("m%d", i)); res.GetStatus() == pb.Result_STATUS_OK {
-				break
-			}
-		}
-		if res.GetStatus() != pb.Result_STATUS_OK {
-			t.Fatalf("publish %d after the crash: %v %s", i, res.GetStatus(), res.GetDetail())
-		}
+		pub.publishRetried(g, fmt.Sprintf("m%d", i))
 	}
 	m1.waitPayloads("member 1, after", want(1, 10))
 	m2.waitPayloads("member 2, after the crash: the missed ones replayed", want(1, 10))
@@ -535,11 +531,7 @@ func TestHeldResumeGoesToTheNextHome(t *testing.T) {
 		hg := c.sns[0].r.homes[g]
 		return hg != nil && !hg.syncing && hg.at[mh.ID()] == c.sns[2].h.ID()
 	})
-	for i := 1; i <= 3; i++ {
-		if res := pub.publish(g, fmt.Sprintf("m%d", i)); res.GetStatus() != pb.Result_STATUS_OK {
-			t.Fatalf("publish %d: %v %s", i, res.GetStatus(), res.GetDetail())
-		}
-	}
+	pub.publishAll(g, 1, 3)
 	m.waitPayloads("the first messages", want(1, 3))
 	at := m.last()
 	m.end()
@@ -563,16 +555,7 @@ func TestHeldResumeGoesToTheNextHome(t *testing.T) {
 	c.publishRing()
 	c.refreshAll()
 	for i := 4; i <= 5; i++ {
-		var res *pb.Result
-		id := protocol.NewMessageID()
-		for range 50 { // the publisher's retries while the new home syncs
-			if res = pub.publishID(g, id, fmt.Sprintf("m%d", i)); res.GetStatus() == pb.Result_STATUS_OK {
-				break
-			}
-		}
-		if res.GetStatus() != pb.Result_STATUS_OK {
-			t.Fatalf("publish %d after the crash: %v %s", i, res.GetStatus(), res.GetDetail())
-		}
+		pub.publishRetried(g, fmt.Sprintf("m%d", i))
 	}
 	m2.waitPayloads("what came after the crash", want(4, 5))
 	waitFor(t, "the resumed notice", func() bool { m2.mu.Lock(); defer m2.mu.Unlock(); return len(m2.resumed) == 1 })
@@ -644,18 +627,10 @@ func TestNewHomeOutsideTheClusterSyncsFromTheOldHome(t *testing.T) {
 		hg := c.sns[0].r.homes[g]
 		return hg != nil && !hg.syncing && hg.at[mh.ID()] == ids[x]
 	})
-	for i := 1; i <= 2; i++ {
-		if res := pub.publish(g, fmt.Sprintf("m%d", i)); res.GetStatus() != pb.Result_STATUS_OK {
-			t.Fatalf("publish %d: %v %s", i, res.GetStatus(), res.GetDetail())
-		}
-	}
+	pub.publishAll(g, 1, 2)
 	m.waitPayloads("before", want(1, 2))
 	c.sns[0].r.links.dropGroupFramesForTest(ids[x])
-	for i := 3; i <= 5; i++ {
-		if res := pub.publish(g, fmt.Sprintf("m%d", i)); res.GetStatus() != pb.Result_STATUS_OK {
-			t.Fatalf("publish %d: %v %s", i, res.GetStatus(), res.GetDetail())
-		}
-	}
+	pub.publishAll(g, 3, 5)
 	for _, i := range dead {
 		sn := c.sns[i]
 		sn.r.Close()
@@ -667,16 +642,7 @@ func TestNewHomeOutsideTheClusterSyncsFromTheOldHome(t *testing.T) {
 	}
 	c.ring.Publish(later)
 	c.refreshAll()
-	id := protocol.NewMessageID()
-	var res *pb.Result
-	for range 50 {
-		if res = pub.publishID(g, id, "m6"); res.GetStatus() == pb.Result_STATUS_OK {
-			break
-		}
-	}
-	if res.GetStatus() != pb.Result_STATUS_OK {
-		t.Fatalf("publish 6: %v %s", res.GetStatus(), res.GetDetail())
-	}
+	pub.publishRetried(g, "m6")
 	m.waitPayloads("after the new home took over", want(1, 6))
 }
 
