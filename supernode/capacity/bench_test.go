@@ -91,8 +91,32 @@ func BenchmarkTryAcquireReleaseParallel(b *testing.B) {
 	}
 }
 
+// BenchmarkRefused is one caller refused by a full semaphore.
+func BenchmarkRefused(b *testing.B) {
+	for _, impl := range impls {
+		b.Run(impl.name, func(b *testing.B) {
+			s := impl.new(b, 1)
+			if !s.tryAcquire() {
+				b.Fatal("could not fill semaphore")
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if s.tryAcquire() {
+					b.Fatal("acquired a full semaphore")
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkRefusedParallel is the storm case: the semaphore is full and every
 // caller is refused.
+//
+// The parallel benchmarks only measure contention if both goroutines really
+// run at once. On a loaded machine they take turns on the cores and measure
+// the serial cost again; impl=bare's RefusedParallel against its Refused
+// (loads only, so ideally half of it with 2 cores) shows how much
+// parallelism a run actually had.
 func BenchmarkRefusedParallel(b *testing.B) {
 	for _, impl := range impls {
 		b.Run(impl.name, func(b *testing.B) {

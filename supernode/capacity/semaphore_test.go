@@ -528,3 +528,48 @@ func TestBadReleaseWindow(t *testing.T) {
 		t.Fatal("bound wrong after bad release")
 	}
 }
+
+// TestRefusedCountExactAcrossStripes refuses from many goroutines alive at
+// the same time: the refusal counter is striped by goroutine, and the total
+// must still be exact and spread over more than one stripe.
+func TestRefusedCountExactAcrossStripes(t *testing.T) {
+	const (
+		goroutines = 32
+		refusals   = 500
+	)
+	s := mustNew(t, "relays", 1)
+	if !s.TryAcquire() {
+		t.Fatal("could not fill the semaphore")
+	}
+	var ready, wg sync.WaitGroup
+	ready.Add(goroutines)
+	start := make(chan struct{})
+	for range goroutines {
+		wg.Go(func() {
+			ready.Done()
+			<-start
+			for range refusals {
+				if s.TryAcquire() {
+					t.Error("acquired a full semaphore")
+					return
+				}
+			}
+		})
+	}
+	ready.Wait()
+	close(start)
+	wg.Wait()
+	if got, want := s.Stats().Refused, uint64(goroutines*refusals); got != want {
+		t.Fatalf("Refused = %d, want %d", got, want)
+	}
+	used := 0
+	for i := range s.refused {
+		if s.refused[i].n.Load() != 0 {
+			used++
+		}
+	}
+	t.Logf("%d goroutines refused on %d of %d stripes", goroutines, used, refusedStripes)
+	if used < 2 {
+		t.Fatalf("%d goroutines refused on %d stripe(s): the counter is not striped", goroutines, used)
+	}
+}
