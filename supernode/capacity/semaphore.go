@@ -5,7 +5,6 @@ import (
 	"math"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -31,33 +30,6 @@ const (
 	acqOne   = 1 << 32   // one acquisition in the high half of state
 )
 
-// refusedStripes is the number of stripes of the refusal counter, a power of
-// two. 16 stripes of 128 bytes (2 KiB per semaphore) make it unlikely that two
-// goroutines refused at the same moment share a stripe (1 in 16 for two).
-const (
-	refusedStripeBits = 4
-	refusedStripes    = 1 << refusedStripeBits
-)
-
-// stripe is one cache-line-padded part of a striped counter.
-type stripe struct {
-	n atomic.Uint64
-	_ [128 - 8]byte
-}
-
-// stripeOf picks the refusal-counter stripe of the calling goroutine from the
-// address of a variable on its stack. Live goroutines have disjoint stacks
-// (at least 2 KiB each, hence the shift by 11), so goroutines refused at the
-// same time usually hash to different stripes, and a goroutine keeps to one
-// stripe for a given call depth while its stack does not move. The address
-// is only hashed, never turned back into a pointer, and it is only a hint:
-// whichever stripe is chosen, the add is atomic and the sum is exact.
-func stripeOf() uint {
-	var marker byte
-	a := uint64(uintptr(unsafe.Pointer(&marker)))
-	return uint((a >> 11) * 0x9E3779B97F4A7C15 >> (64 - refusedStripeBits))
-}
-
 // Semaphore is a fail-fast capacity counter. The zero value is not usable;
 // create one with [New]. All methods are safe for concurrent use.
 type Semaphore struct {
@@ -79,15 +51,9 @@ type Semaphore struct {
 	max   atomic.Int64
 	_     pad
 	// Written only on refusal, kept apart so that a refusal storm does not
-	// steal the hot line from callers that succeed, and striped so that
-	// refusals made at the same time by different goroutines usually write
-	// different lines (see stripeOf). A refusal thus reads the hot line,
-	// which stays shared in every core's cache while the semaphore is full,
-	// and writes one line that no other core is writing: it costs one
-	// uncontended atomic add, where a single counter cost one contended add
-	// (a cache-line transfer per refusal between cores refusing at once).
-	// The total is the sum of the stripes, exact like any atomic counter.
-	refused [refusedStripes]stripe
+	// steal the hot line from callers that succeed.
+	refused atomic.Uint64
+	_       pad
 	// Cold fields.
 	wraps        atomic.Uint64 // times the acquisition half of state wrapped
 	acquiredSeen atomic.Uint64 // largest acquisition total reported; keeps it monotonic
@@ -175,7 +141,7 @@ func (s *Semaphore) TryAcquire() bool {
 		// huge number (see Release), so acquirers are refused, never
 		// over-admitted.
 		if int64(cur&slotMask) >= s.max.Load() {
-			s.refused[stripeOf()].n.Add(1)
+			s.refused.Add(1)
 			return false
 		}
 		// Slots held stay <= MaxSlots < 2^32-1, so +1 never carries into
@@ -240,17 +206,6 @@ func (s *Semaphore) acquired() uint64 {
 			return total
 		}
 	}
-}
-
-// refusedTotal returns the number of refused acquisitions since creation:
-// the sum of the stripes. Each stripe only grows, so successive calls never
-// return less than an earlier one.
-func (s *Semaphore) refusedTotal() uint64 {
-	var n uint64
-	for i := range s.refused {
-		n += s.refused[i].n.Load()
-	}
-	return n
 }
 
 // Do runs fn while holding a slot and returns fn's error. If no slot is free
@@ -327,7 +282,7 @@ func (s *Semaphore) Stats() Stats {
 		InUse:          s.InUse(),
 		Max:            int(s.max.Load()),
 		Acquired:       s.acquired(),
-		Refused:        s.refusedTotal(),
+		Refused:        s.refused.Load(),
 		UnheldReleases: s.unheld.Load(),
 		RetryAfter:     s.busy.Load().RetryAfter,
 	}
