@@ -534,7 +534,7 @@ func TestBadReleaseWindow(t *testing.T) {
 func TestRefusedCountExact(t *testing.T) {
 	const (
 		goroutines = 32
-		refusals   = 500
+		refusals   = 5000
 	)
 	s := mustNew(t, "relays", 1)
 	if !s.TryAcquire() {
