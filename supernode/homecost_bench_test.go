@@ -43,7 +43,9 @@ import (
 // construction: its relay readers, its link writers, their yamux and TLS
 // goroutines) per publish, from a CPU profile; allocs/publish the
 // allocations on stacks through the home's publish path (homePublish and
-// the link writers); frames/publish the group frames the home wrote.
+// link writers: the home's, and supernode 1's relaying the publish, one
+// frame; heap profiles carry no labels); frames/publish the group frames
+// the home wrote.
 //
 //	go test -run '^$' -bench HomeCost -benchtime=1x -count=3 ./supernode/
 func BenchmarkHomeCost(b *testing.B) {
