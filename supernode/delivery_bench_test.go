@@ -492,6 +492,87 @@ func BenchmarkStreamWriteReference(b *testing.B) {
 			benchStreamWrites(b, size, per, tcpPipe)
 		})
 	}
+	conns := 1000
+	if testing.Short() {
+		conns = 50
+	}
+	b.Run(fmt.Sprintf("tcp-fanout/conns=%d", conns), func(b *testing.B) {
+		benchTCPFanout(b, size, conns)
+	})
+}
+
+// benchTCPFanout is the physical floor of a member delivery as the
+// supernode makes it: one frame written to each of conns loopback TCP
+// connections in turn (a fanout), whose readers then wait idle for the
+// next round, so that every write wakes a reader, as a delivery to an idle
+// member does. No libp2p, no TLS: the syscall and the wake-up alone. On
+// loopback the writer's syscall also runs the receiving side's TCP input
+// and wake-up, which a remote member's host would pay instead.
+func benchTCPFanout(b *testing.B, size, conns int) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	var read atomic.Int64
+	ws := make([]net.Conn, conns)
+	var rwg sync.WaitGroup
+	withRole("reader", func() {
+		for i := range ws {
+			c, err := net.Dial("tcp", l.Addr().String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			ws[i] = c
+			sc, err := l.Accept()
+			if err != nil {
+				b.Fatal(err)
+			}
+			rwg.Go(func() {
+				defer sc.Close()
+				buf := make([]byte, 4096)
+				for {
+					n, err := sc.Read(buf)
+					read.Add(int64(n))
+					if err != nil {
+						return
+					}
+				}
+			})
+		}
+	})
+	defer func() {
+		for _, c := range ws {
+			_ = c.Close()
+		}
+		rwg.Wait()
+	}()
+	frame := make([]byte, size)
+	rounds := max(1, b.N/conns)
+	b.ResetTimer()
+	cw := startCPU(b)
+	var want int64
+	withRole("writer", func() {
+		for range rounds {
+			for _, c := range ws {
+				if _, err := c.Write(frame); err != nil {
+					b.Fatal(err)
+				}
+			}
+			want += int64(conns * size)
+			// Let every reader drain and park before the next round.
+			for read.Load() < want {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+	})
+	res := cw.stop(b)
+	b.StopTimer()
+	saveProfile(b, b.Name(), res.raw)
+	frames := float64(rounds * conns)
+	b.ReportMetric(float64(res.byRole["writer"].Nanoseconds())/frames, "writer-ns/frame")
+	b.ReportMetric(float64(res.byRole["reader"].Nanoseconds())/frames, "reader-ns/frame")
+	b.ReportMetric(float64(res.process.Nanoseconds())/frames, "proc-ns/frame")
 }
 
 // pipeFunc opens a writer whose bytes a reader on the other side counts
