@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
@@ -234,34 +232,15 @@ func (r *Router) sendMembership(ups []membershipUpdate) {
 	}
 }
 
-// membershipBatches splits recs into batches of at most batchLimit records
-// whose relay frame fits protocol.MaxRelayFrame. Signed claims make a record
-// ~300 bytes, so batchLimit of them (~295 KiB) do not fit: a home refuses
-// such a frame and resets the link, and a supernode holding more than ~870
-// memberships of groups at one home never got them all there.
+// membershipBatches splits recs into batches that each fit a relay frame
+// (see splitRecords).
 func membershipBatches(recs []*pb.MembershipRecord) []*pb.MembershipBatch {
 	var out []*pb.MembershipBatch
-	for len(recs) > 0 {
-		n, size := 0, 0
-		for n < len(recs) && n < batchLimit {
-			// A record in the batch: its tag, its length, its bytes.
-			rs := proto.Size(recs[n])
-			rs += 1 + protowire.SizeVarint(uint64(rs))
-			if n > 0 && size+rs > membershipBatchBytes {
-				break
-			}
-			size += rs
-			n++
-		}
-		out = append(out, &pb.MembershipBatch{Records: recs[:n]})
-		recs = recs[n:]
+	for _, b := range splitRecords(recs) {
+		out = append(out, &pb.MembershipBatch{Records: b})
 	}
 	return out
 }
-
-// membershipBatchBytes bounds a MembershipBatch's records in bytes: a relay
-// frame less the RelayFrame's and the length prefix's few bytes.
-const membershipBatchBytes = protocol.MaxRelayFrame - 64
 
 // applyMembership records what supernode from says about its own clients.
 func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {

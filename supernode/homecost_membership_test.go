@@ -77,3 +77,27 @@ func TestMembershipBatchesFit(t *testing.T) {
 		t.Fatalf("%d records in the batches, want %d", total, len(recs))
 	}
 }
+
+// TestPresenceBatchesFit: presence records with signed claims are split
+// by bytes too, so a supernode with more than ~930 clients whose presence
+// goes to one home member never sends a frame that member refuses.
+func TestPresenceBatchesFit(t *testing.T) {
+	claim := make([]byte, 250)
+	var recs []*pb.PresenceRecord
+	for i := range 5000 {
+		recs = append(recs, &pb.PresenceRecord{Client: []byte(peer.ID(fmt.Sprintf("client-%034d", i))), Location: make([]byte, 38), SessionSeq: uint64(i), Attached: true, Claim: claim})
+	}
+	total := 0
+	for _, b := range presenceBatches(recs) {
+		total += len(b.GetRecords())
+		if len(b.GetRecords()) > batchLimit {
+			t.Fatalf("batch of %d records, want at most %d", len(b.GetRecords()), batchLimit)
+		}
+		if f := encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_Presence{Presence: b}}); len(f) > protocol.MaxRelayFrame {
+			t.Fatalf("presence frame of %d bytes, want at most %d", len(f), protocol.MaxRelayFrame)
+		}
+	}
+	if total != len(recs) {
+		t.Fatalf("%d records in the batches, want %d", total, len(recs))
+	}
+}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
@@ -61,10 +63,7 @@ func (r *Router) sendPresence(ups []presenceUpdate) {
 		}
 	}
 	for h, recs := range batches {
-		for len(recs) > 0 {
-			n := min(len(recs), batchLimit)
-			b := &pb.PresenceBatch{Records: recs[:n]}
-			recs = recs[n:]
+		for _, b := range presenceBatches(recs) {
 			if h == self {
 				r.applyPresence(self, b)
 				continue
@@ -73,6 +72,47 @@ func (r *Router) sendPresence(ups []presenceUpdate) {
 		}
 	}
 }
+
+// presenceBatches splits recs into batches that each fit a relay frame
+// (see splitRecords).
+func presenceBatches(recs []*pb.PresenceRecord) []*pb.PresenceBatch {
+	var out []*pb.PresenceBatch
+	for _, b := range splitRecords(recs) {
+		out = append(out, &pb.PresenceBatch{Records: b})
+	}
+	return out
+}
+
+// splitRecords splits the records of a presence or membership batch into
+// runs of at most batchLimit records and batchBytes encoded bytes, so that
+// each batch's relay frame fits protocol.MaxRelayFrame. A record with a
+// signed claim is ~300 bytes, so batchLimit of them (~295 KiB) do not fit:
+// a supernode refuses such a frame and resets the link, and a supernode with
+// more than ~870 memberships (or ~930 clients' presence) at one home never
+// got them all there.
+func splitRecords[R proto.Message](recs []R) [][]R {
+	var out [][]R
+	for len(recs) > 0 {
+		n, size := 0, 0
+		for n < len(recs) && n < batchLimit {
+			// A record in the batch: its tag, its length, its bytes.
+			rs := proto.Size(recs[n])
+			rs += 1 + protowire.SizeVarint(uint64(rs))
+			if n > 0 && size+rs > batchBytes {
+				break
+			}
+			size += rs
+			n++
+		}
+		out = append(out, recs[:n])
+		recs = recs[n:]
+	}
+	return out
+}
+
+// batchBytes bounds a presence or membership batch's records in bytes: a
+// relay frame less the RelayFrame's and the length prefix's few bytes.
+const batchBytes = protocol.MaxRelayFrame - 64
 
 // applyPresence records what supernode from says about its own sessions,
 // within the presence bounds (records.go): a new record from another
