@@ -62,8 +62,6 @@ type satMember struct {
 	gaps             atomic.Uint64
 	ended            atomic.Bool
 	endErr           atomic.Value // string
-	lastEpoch        uint64       // reader's own
-	lastSeq          uint64
 }
 
 // satDelivery is one group message as a member read it.
@@ -173,6 +171,7 @@ func (m *satMember) keepalive(s network.Stream) {
 // read reads the session until it ends.
 func (m *satMember) read(s network.Stream, fr *protocol.FrameReader, t0 time.Time) {
 	var f pb.SessionFrame
+	var lastEpoch, lastSeq uint64 // the session's last group message
 	for {
 		f.Reset()
 		if err := fr.Read(&f); err != nil {
@@ -189,13 +188,13 @@ func (m *satMember) read(s network.Stream, fr *protocol.FrameReader, t0 time.Tim
 			}
 			e, q := gm.GetEpoch(), gm.GetSeq()
 			switch {
-			case e == m.lastEpoch && q == m.lastSeq:
+			case e == lastEpoch && q == lastSeq:
 				m.dups.Add(1)
 				continue
-			case e == m.lastEpoch && q < m.lastSeq:
+			case e == lastEpoch && q < lastSeq:
 				m.outOfOrder.Add(1)
 			}
-			m.lastEpoch, m.lastSeq = e, q
+			lastEpoch, lastSeq = e, q
 			m.mu.Lock()
 			m.got = append(m.got, satDelivery{idx: idx, epoch: e, seq: q, lat: now - sent})
 			m.mu.Unlock()

@@ -518,7 +518,11 @@ func (r *satRun) runStep(ctx context.Context, b *testing.B, rate float64) satSte
 	for i, m := range r.members {
 		seen := map[uint64]bool{}
 		for _, d := range gots[i] {
-			if d.idx>>32 != r.step || seen[d.idx] {
+			if d.idx>>32 != r.step {
+				continue
+			}
+			if seen[d.idx] {
+				st.Duplicates++
 				continue
 			}
 			seen[d.idx] = true
