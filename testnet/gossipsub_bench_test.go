@@ -45,14 +45,15 @@ type gsScale struct {
 	Window     time.Duration `json:"window_ns"`
 	Drain      time.Duration `json:"drain_ns"`
 	Dial       int           `json:"dials_per_member"`
+	Baseline   time.Duration `json:"baseline_ns"`
 	Short      bool          `json:"short"`
 }
 
 func gsScaleFor(b *testing.B) gsScale {
 	if testing.Short() {
-		return gsScale{Members: 20, Supernodes: 2, Publishers: 2, Rate: 10, Window: time.Second, Drain: 3 * time.Second, Dial: 3, Short: true}
+		return gsScale{Members: 20, Supernodes: 2, Publishers: 2, Rate: 10, Window: time.Second, Drain: 3 * time.Second, Dial: 3, Baseline: 500 * time.Millisecond, Short: true}
 	}
-	sc := gsScale{Members: 1000, Supernodes: 10, Publishers: 4, Rate: 10, Window: 5 * time.Second, Drain: 5 * time.Second, Dial: gsDial}
+	sc := gsScale{Members: 1000, Supernodes: 10, Publishers: 4, Rate: 10, Window: 5 * time.Second, Drain: 5 * time.Second, Dial: gsDial, Baseline: 3 * time.Second}
 	envInt(b, "OVERLAYD_CMP_MEMBERS", &sc.Members, 10, 1700)
 	envParse(b, "OVERLAYD_CMP_RATE", "publishes per second", func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }, 0.5, 1000, &sc.Rate)
 	envDuration(b, "OVERLAYD_CMP_WINDOW", 500*time.Millisecond, time.Minute, &sc.Window)
@@ -84,6 +85,16 @@ type gsReport struct {
 	CPUUsPerDelivery          float64 `json:"cpu_us_per_delivery"`
 	SupernodeCPUUsPerDelivery float64 `json:"supernode_cpu_us_per_delivery,omitempty"`
 	CPUCores                  float64 `json:"cpu_cores"`
+	// Idle: the same processes' CPU and socket writes over Baseline
+	// before publishing (keepalives, announcements, membership refresh;
+	// GossipSub's heartbeats and gossip), and the per-delivery figures
+	// net of that idle rate over the window.
+	Baseline                     time.Duration `json:"baseline_ns"`
+	IdleCores                    float64       `json:"idle_cores"`
+	IdleWireBytesPerS            float64       `json:"idle_wire_bytes_per_s"`
+	NetCPUUsPerDelivery          float64       `json:"net_cpu_us_per_delivery"`
+	NetSupernodeCPUUsPerDelivery float64       `json:"net_supernode_cpu_us_per_delivery,omitempty"`
+	NetWireBytesPerDelivery      float64       `json:"net_wire_bytes_per_delivery"`
 	// Bytes per delivered message: written to sockets by every process
 	// involved (/proc/<pid>/io wchar: TLS records and yamux included), and
 	// libp2p stream payload sent by the hosts that have a
@@ -134,14 +145,16 @@ func BenchmarkGroupVsGossipSub(b *testing.B) {
 				}
 			}
 			writeReport(b, "cmp-runs.jsonl", "cmp-"+design+".json", r)
-			b.Logf("design=%s (%s; %s): %d of %d published, delivered %d of %d (%.3f%%), p50 %.1f p99 %.1f max %.1f ms; %.2f duplicates per delivery; %.1f µs CPU per delivery (supernodes %.1f), %.2f cores; %.0f socket bytes and %.0f stream bytes per delivery; RPCs received %d, dropped %d, rejected %d, undeliverable %d; mesh min %d mean %.1f; machine %.2f cores busy, load %s",
+			b.Logf("design=%s (%s; %s): %d of %d published, delivered %d of %d (%.3f%%), p50 %.1f p99 %.1f max %.1f ms; %.2f duplicates per delivery; %.1f µs CPU per delivery (supernodes %.1f), %.2f cores; %.0f socket bytes and %.0f stream bytes per delivery; idle %.2f cores and %.0f socket bytes/s over %v, net of idle %.1f µs CPU (supernodes %.1f) and %.0f socket bytes per delivery; RPCs received %d, dropped %d, rejected %d, undeliverable %d; mesh min %d mean %.1f; machine %.2f cores busy, load %s",
 				design, r.Params, r.CPUs, r.Published, r.Scheduled, r.Delivered, r.Expected, 100*r.Ratio, r.DeliveryMs.P50, r.DeliveryMs.P99, r.DeliveryMs.Max,
 				r.DuplicatesPerDelivery, r.CPUUsPerDelivery, r.SupernodeCPUUsPerDelivery, r.CPUCores, r.WireBytesPerDelivery, r.StreamBytesPerDelivery,
+				r.IdleCores, r.IdleWireBytesPerS, r.Baseline, r.NetCPUUsPerDelivery, r.NetSupernodeCPUUsPerDelivery, r.NetWireBytesPerDelivery,
 				r.RPCsReceived, r.RPCsDropped, r.Rejected, r.Undeliverable, r.MeshMin, r.MeshMean, r.MachineBusy, r.LoadAvg)
 			b.ReportMetric(100*r.Ratio, "delivered-%")
 			b.ReportMetric(r.DeliveryMs.P50, "p50-ms")
 			b.ReportMetric(r.DeliveryMs.P99, "p99-ms")
 			b.ReportMetric(r.CPUUsPerDelivery, "cpu-µs/delivery")
+			b.ReportMetric(r.NetCPUUsPerDelivery, "net-cpu-µs/delivery")
 			b.ReportMetric(r.WireBytesPerDelivery, "wire-B/delivery")
 			b.ReportMetric(r.DuplicatesPerDelivery, "dups/delivery")
 		})
@@ -168,6 +181,21 @@ func gsRunOverlayd(b *testing.B, sc gsScale) *gsReport {
 		r.CPUs = "unpinned"
 	}
 	pause(ctx, time.Second)
+	c0, _ := satProcCPU(run.child.pid)
+	p0 := processCPU()
+	_, cw0, _ := satProcIO(run.child.pid)
+	_, pw0, _ := satProcIO("self")
+	tb := time.Now()
+	pause(ctx, sc.Baseline)
+	idleS := time.Since(tb).Seconds()
+	c1, _ := satProcCPU(run.child.pid)
+	p1 := processCPU()
+	_, cw1, _ := satProcIO(run.child.pid)
+	_, pw1, _ := satProcIO("self")
+	idleSN := (c1 - c0).Seconds() / idleS
+	r.Baseline = sc.Baseline
+	r.IdleCores = idleSN + (p1-p0).Seconds()/idleS
+	r.IdleWireBytesPerS = float64(cw1-cw0+pw1-pw0) / idleS
 	b.StartTimer()
 	st := run.runStep(ctx, b, sc.Rate)
 	b.StopTimer()
@@ -186,6 +214,9 @@ func gsRunOverlayd(b *testing.B, sc gsScale) *gsReport {
 	// missing here but is in the wire figure.
 	r.StreamBytesPerDelivery = float64(st.MemberStreamOut+st.MemberStreamIn) / d
 	r.MachineBusy, r.LoadAvg = st.MachineBusyCores, st.LoadAvg
+	r.NetCPUUsPerDelivery = 1e6 * (st.SupernodeCPUS + st.MemberCPUS - r.IdleCores*st.WallS) / d
+	r.NetSupernodeCPUUsPerDelivery = 1e6 * (st.SupernodeCPUS - idleSN*st.WallS) / d
+	r.NetWireBytesPerDelivery = (float64(st.SupernodeWriteBytes+st.MemberWriteBytes) - r.IdleWireBytesPerS*st.WallS) / d
 	return r
 }
 
@@ -391,6 +422,16 @@ func gsRunGossipSub(b *testing.B, sc gsScale, recommended bool) *gsReport {
 	r.Scheduled = total
 	interval := time.Duration(float64(time.Second) / sc.Rate)
 	errs := make([]error, total)
+	ib0 := processCPU()
+	_, iw0, _ := satProcIO("self")
+	tb := time.Now()
+	pause(ctx, sc.Baseline)
+	idleS := time.Since(tb).Seconds()
+	ib1 := processCPU()
+	_, iw1, _ := satProcIO("self")
+	r.Baseline = sc.Baseline
+	r.IdleCores = (ib1 - ib0).Seconds() / idleS
+	r.IdleWireBytesPerS = float64(iw1-iw0) / idleS
 	c0 := processCPU()
 	_, w0, _ := satProcIO("self")
 	bw0 := bwc.GetBandwidthTotals()
@@ -460,6 +501,8 @@ func gsRunGossipSub(b *testing.B, sc gsScale, recommended bool) *gsReport {
 		r.MachineBusy = float64(m1.busy-m0.busy) / userHZ / wall
 	}
 	r.LoadAvg = loadAvg()
+	r.NetCPUUsPerDelivery = 1e6 * ((c1 - c0).Seconds() - r.IdleCores*wall) / d
+	r.NetWireBytesPerDelivery = (float64(w1-w0) - r.IdleWireBytesPerS*wall) / d
 	return r
 }
 
