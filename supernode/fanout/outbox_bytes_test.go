@@ -12,8 +12,9 @@ import (
 // 1,024-frame outbox of 65 KiB frames held 65 MiB for one stalled client;
 // here the bound is 256 KiB, the frames past it are dropped (newest first),
 // counted by reason, and told by one gap notice where they are missing.
-func TestOutboxByteLimit(t *testing.T) {
-	checkGoroutines(t)
+func TestOutboxByteLimit(t *testing.T) { outboxModes(t, testOutboxByteLimit) }
+
+func testOutboxByteLimit(t *testing.T, mode []OutboxOption) {
 	const (
 		frameSize = 65 << 10
 		byteLimit = 256 << 10
@@ -21,8 +22,8 @@ func TestOutboxByteLimit(t *testing.T) {
 	)
 	wr := newGateWriter(true)
 	var dropFrames, dropBytes atomic.Uint64
-	o := newOutbox(t, 1024, wr, WithGapFrame(gapFrame), WithAbort(wr.Abort),
-		WithByteLimit(byteLimit), WithDropCounters(&dropFrames, &dropBytes))
+	o := newOutbox(t, 1024, wr, append(mode, WithGapFrame(gapFrame), WithAbort(wr.Abort),
+		WithByteLimit(byteLimit), WithDropCounters(&dropFrames, &dropBytes))...)
 	frame := func(k int) []byte {
 		b := bytes.Repeat([]byte{'x'}, frameSize)
 		copy(b, fmt.Appendf(nil, "m:%d;", k))
