@@ -219,7 +219,11 @@ func (w *gateWriter) waitFor(t testing.TB, what string, cond func() bool) {
 		select {
 		case <-w.changed:
 		case <-timeout:
-			t.Fatalf("timed out waiting for %s; written so far %q", what, w.String())
+			got := w.String()
+			if len(got) > 200 {
+				got = "…" + got[len(got)-200:]
+			}
+			t.Fatalf("timed out waiting for %s; written so far %q", what, got)
 		}
 	}
 }

@@ -168,7 +168,8 @@ type Outbox struct {
 	// once exited is closed.
 	sched, held, doneClosed bool
 
-	next *Outbox // the pool's ready list, guarded by pool.mu
+	list *readyList // its ready list in the pool
+	next *Outbox    // next on that list, guarded by list.mu
 
 	written atomic.Uint64
 	gaps    atomic.Uint64
@@ -206,6 +207,8 @@ func NewOutbox(limit int, w io.Writer, opts ...OutboxOption) (*Outbox, error) {
 	}
 	if o.pool == nil {
 		o.wake = make(chan struct{}, 1)
+	} else {
+		o.list = o.pool.list()
 	}
 	return o, nil
 }

@@ -184,11 +184,15 @@ func TestWritersBlockedMemberIsolated(t *testing.T) {
 	if st.Handoffs != 1 || st.Goroutines != 2 {
 		t.Fatalf("pool %+v, want 1 handoff and 2 goroutines (1 blocked)", st)
 	}
-	for i, o := range others {
-		if got := o.Stats().Written; got != frames {
-			t.Fatalf("member %d: %d frames written", i, got)
+	// Written is counted just after each Write returns.
+	waitUntil(t, "every member's counter", func() bool {
+		for _, o := range others {
+			if o.Stats().Written != frames {
+				return false
+			}
 		}
-	}
+		return true
+	})
 	blocked.Close() // aborts the Write; returns once the goroutine lets go
 	select {
 	case <-blocked.Done():
