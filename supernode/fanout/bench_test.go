@@ -246,6 +246,7 @@ func benchFanout30kOutbox(b *testing.B, mode []OutboxOption, opts ...Option) {
 		submit, offered time.Duration
 	)
 	b.ReportAllocs()
+	cpu := processCPU()
 	for b.Loop() {
 		target += benchMembers
 		w.target.Store(target)
@@ -261,9 +262,20 @@ func benchFanout30kOutbox(b *testing.B, mode []OutboxOption, opts ...Option) {
 		offered += time.Since(start)
 		<-w.reached
 	}
+	reportCPU(b, cpu)
 	reportMs(b)
 	b.ReportMetric(float64(offered.Nanoseconds())/1e6/float64(b.N), "offered-ms/op")
 	b.ReportMetric(float64(submit.Nanoseconds())/1e3/float64(b.N), "submit-us/op")
+}
+
+// reportCPU reports the process's CPU time per op since cpu (processCPU),
+// on all cores together: less sensitive than ms/op to other processes
+// competing for the cores, though not to their effect on the caches.
+func reportCPU(b *testing.B, cpu int64) {
+	if cpu == 0 {
+		return
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/1e6/float64(b.N), "cpu-ms/op")
 }
 
 // BenchmarkSerialOnce30kOutbox is BenchmarkFanout30kOutbox without the
@@ -287,6 +299,7 @@ func benchSerialOnce30kOutbox(b *testing.B, mode []OutboxOption) {
 		offered time.Duration
 	)
 	b.ReportAllocs()
+	cpu := processCPU()
 	for b.Loop() {
 		target += benchMembers
 		w.target.Store(target)
@@ -300,6 +313,7 @@ func benchSerialOnce30kOutbox(b *testing.B, mode []OutboxOption) {
 		offered += time.Since(start)
 		<-w.reached
 	}
+	reportCPU(b, cpu)
 	reportMs(b)
 	b.ReportMetric(float64(offered.Nanoseconds())/1e6/float64(b.N), "offered-ms/op")
 }
