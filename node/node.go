@@ -87,6 +87,8 @@ type Node struct {
 	admission *supernode.Admission
 	router    *supernode.Router
 	engine    *fanout.Engine
+	// writers writes the sessions' outboxes; closed after admission.
+	writers   *fanout.Writers
 	store     *store.Store   // a supernode's replay logs and offline messages; closed last
 	client    *client.Client // ordinary and auto nodes; nil on a pinned supernode
 	bootstrap []peer.AddrInfo
@@ -475,6 +477,9 @@ func (n *Node) Close() error {
 	}
 	if n.admission != nil {
 		n.admission.Close()
+	}
+	if n.writers != nil {
+		n.writers.Close()
 	}
 	if n.engine != nil {
 		n.engine.Close()

@@ -29,7 +29,14 @@ func (n *Node) startSupernode() error {
 	if err := n.sems.Register(n.reg); err != nil {
 		return err
 	}
+	// One pool of writer goroutines (GOMAXPROCS) writes every session's
+	// outbox; Close stops it after the sessions.
+	if n.writers, err = fanout.NewWriters(0); err != nil {
+		return err
+	}
+	n.writers.Start()
 	n.admission, err = supernode.NewAdmission(n.host, n.sems.Attached, supernode.AdmissionConfig{
+		Writers:      n.writers,
 		Keepalive:    n.cfg.Keepalive,
 		RetryAfter:   n.cfg.BusyRetryAfter,
 		DetachSpread: n.cfg.AnnounceInterval,

@@ -92,6 +92,11 @@ type AdmissionConfig struct {
 	DetachSpread time.Duration
 	// Candidates offers alternatives in BUSY and REDIRECT answers.
 	Candidates CandidatesFunc
+	// Writers, if not nil, writes every session's outbox: one pool of
+	// writer goroutines shared by all the sessions (fanout.WithWriters)
+	// instead of a goroutine per session. The caller starts it and closes
+	// it after Close. Nil: each outbox has its own writer goroutine.
+	Writers *fanout.Writers
 	// Now and Rand are the clock and randomness (defaults: time.Now and a
 	// randomly seeded source).
 	Now  func() time.Time
@@ -531,8 +536,12 @@ func (a *Admission) handle(s network.Stream) {
 	}
 	sess := &session{peer: remote, since: a.cfg.Now(), s: s, ended: make(chan struct{})}
 	var err error
-	sess.out, err = fanout.NewOutbox(OutboxLimit, s, fanout.WithGapFrame(gapFrame), fanout.WithAbort(func() { s.Reset() }),
-		fanout.WithByteLimit(OutboxBytes), fanout.WithDropCounters(&a.stats.outboxFrames, &a.stats.outboxBytes))
+	outOpts := []fanout.OutboxOption{fanout.WithGapFrame(gapFrame), fanout.WithAbort(func() { s.Reset() }),
+		fanout.WithByteLimit(OutboxBytes), fanout.WithDropCounters(&a.stats.outboxFrames, &a.stats.outboxBytes)}
+	if a.cfg.Writers != nil {
+		outOpts = append(outOpts, fanout.WithWriters(a.cfg.Writers))
+	}
+	sess.out, err = fanout.NewOutbox(OutboxLimit, s, outOpts...)
 	if err != nil {
 		_ = a.sem.Release() // the slot held, taken over or acquired
 		if old != nil {

@@ -2,6 +2,9 @@ package fanout
 
 import (
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -168,12 +171,13 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 }
 
 // startOutboxes starts n Outboxes (limit 16) writing to one countingWriter,
-// closed at cleanup.
-func startOutboxes(b *testing.B, n int) ([]*Outbox, *countingWriter) {
+// closed at cleanup. With a pool (mode holds WithWriters) they have no
+// goroutine of their own.
+func startOutboxes(b *testing.B, n int, mode ...OutboxOption) ([]*Outbox, *countingWriter) {
 	w := &countingWriter{reached: make(chan struct{}, 1)}
 	boxes := make([]*Outbox, n)
 	for i := range boxes {
-		o, err := NewOutbox(16, w)
+		o, err := NewOutbox(16, w, mode...)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -188,18 +192,41 @@ func startOutboxes(b *testing.B, n int) ([]*Outbox, *countingWriter) {
 	return boxes, w
 }
 
+// benchPool returns a started pool of GOMAXPROCS goroutines (the
+// supernode's), closed at cleanup after the Outboxes.
+func benchPool(b *testing.B) []OutboxOption {
+	p, err := NewWriters(0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	p.Start()
+	b.Cleanup(p.Close)
+	return []OutboxOption{WithWriters(p)}
+}
+
 // BenchmarkFanout30kOutbox is the production shape end to end: 30,000
-// members, each an Outbox (limit 16) with its own writer goroutine, timed
-// until all 30,000 writers have written the frame (to a counter; no
-// syscalls). offered-ms/op is the time until the done callback, when every
-// Offer has been made. Setup starts the 30,000 writer goroutines.
-func BenchmarkFanout30kOutbox(b *testing.B) { benchFanout30kOutbox(b) }
+// members, each an Outbox (limit 16) with its own writer goroutine (the
+// design before the pool), timed until all 30,000 frames are written (to a
+// counter; no syscalls). offered-ms/op is the time until the done callback,
+// when every Offer has been made. Setup starts the 30,000 writer goroutines.
+func BenchmarkFanout30kOutbox(b *testing.B) { benchFanout30kOutbox(b, nil) }
+
+// BenchmarkFanout30kOutboxPool is BenchmarkFanout30kOutbox with the
+// Outboxes written by one shared pool of GOMAXPROCS goroutines (Writers):
+// what the supernode runs.
+func BenchmarkFanout30kOutboxPool(b *testing.B) { benchFanout30kOutbox(b, benchPool(b)) }
 
 // BenchmarkFanout30kOutboxNoYield is BenchmarkFanout30kOutbox with
 // WithYieldEvery(0).
-func BenchmarkFanout30kOutboxNoYield(b *testing.B) { benchFanout30kOutbox(b, WithYieldEvery(0)) }
+func BenchmarkFanout30kOutboxNoYield(b *testing.B) { benchFanout30kOutbox(b, nil, WithYieldEvery(0)) }
 
-func benchFanout30kOutbox(b *testing.B, opts ...Option) {
+// BenchmarkFanout30kOutboxPoolNoYield is BenchmarkFanout30kOutboxPool with
+// WithYieldEvery(0).
+func BenchmarkFanout30kOutboxPoolNoYield(b *testing.B) {
+	benchFanout30kOutbox(b, benchPool(b), WithYieldEvery(0))
+}
+
+func benchFanout30kOutbox(b *testing.B, mode []OutboxOption, opts ...Option) {
 	e, err := New(0, opts...)
 	if err != nil {
 		b.Fatal(err)
@@ -207,7 +234,7 @@ func benchFanout30kOutbox(b *testing.B, opts ...Option) {
 	e.Start()
 	defer e.Close()
 	g := e.NewGroup()
-	boxes, w := startOutboxes(b, benchMembers)
+	boxes, w := startOutboxes(b, benchMembers, mode...)
 	for i, o := range boxes {
 		g.Add(fmt.Sprintf("12D3KooW%012d", i), o)
 	}
@@ -219,6 +246,7 @@ func benchFanout30kOutbox(b *testing.B, opts ...Option) {
 		submit, offered time.Duration
 	)
 	b.ReportAllocs()
+	cpu := processCPU()
 	for b.Loop() {
 		target += benchMembers
 		w.target.Store(target)
@@ -234,16 +262,33 @@ func benchFanout30kOutbox(b *testing.B, opts ...Option) {
 		offered += time.Since(start)
 		<-w.reached
 	}
+	reportCPU(b, cpu)
 	reportMs(b)
 	b.ReportMetric(float64(offered.Nanoseconds())/1e6/float64(b.N), "offered-ms/op")
 	b.ReportMetric(float64(submit.Nanoseconds())/1e3/float64(b.N), "submit-us/op")
 }
 
+// reportCPU reports the process's CPU time per op since cpu (processCPU),
+// on all cores together: less sensitive than ms/op to other processes
+// competing for the cores, though not to their effect on the caches.
+func reportCPU(b *testing.B, cpu int64) {
+	if cpu == 0 {
+		return
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/1e6/float64(b.N), "cpu-ms/op")
+}
+
 // BenchmarkSerialOnce30kOutbox is BenchmarkFanout30kOutbox without the
 // engine: encode once, then Offer to the 30,000 Outboxes one after another on
 // the calling goroutine.
-func BenchmarkSerialOnce30kOutbox(b *testing.B) {
-	boxes, w := startOutboxes(b, benchMembers)
+func BenchmarkSerialOnce30kOutbox(b *testing.B) { benchSerialOnce30kOutbox(b, nil) }
+
+// BenchmarkSerialOnce30kOutboxPool is BenchmarkSerialOnce30kOutbox with the
+// pool.
+func BenchmarkSerialOnce30kOutboxPool(b *testing.B) { benchSerialOnce30kOutbox(b, benchPool(b)) }
+
+func benchSerialOnce30kOutbox(b *testing.B, mode []OutboxOption) {
+	boxes, w := startOutboxes(b, benchMembers, mode...)
 	members := make([]Sink, len(boxes))
 	for i, o := range boxes {
 		members[i] = o
@@ -254,6 +299,7 @@ func BenchmarkSerialOnce30kOutbox(b *testing.B) {
 		offered time.Duration
 	)
 	b.ReportAllocs()
+	cpu := processCPU()
 	for b.Loop() {
 		target += benchMembers
 		w.target.Store(target)
@@ -267,23 +313,34 @@ func BenchmarkSerialOnce30kOutbox(b *testing.B) {
 		offered += time.Since(start)
 		<-w.reached
 	}
+	reportCPU(b, cpu)
 	reportMs(b)
 	b.ReportMetric(float64(offered.Nanoseconds())/1e6/float64(b.N), "offered-ms/op")
 }
 
-// BenchmarkOutboxOfferDrain: one Outbox (limit 1024), frames offered as fast
-// as it accepts them (the producer yields when it is full) and drained by
-// its writer; timed until all are written.
+// BenchmarkOutboxOfferDrain: one Outbox (limit 1024), 160-byte frames
+// offered as fast as it accepts them (the producer yields when it is full)
+// and drained by its writer into a counter; timed until all are written.
+// writes/frame is the number of Write calls per frame: 1 without
+// coalescing.
 func BenchmarkOutboxOfferDrain(b *testing.B) {
-	w := &countingWriter{reached: make(chan struct{}, 1)}
-	o, err := NewOutbox(1024, w)
+	b.Run("coalesced", func(b *testing.B) { benchOfferDrain(b) })
+	b.Run("per-frame", func(b *testing.B) { benchOfferDrain(b, WithCoalesce(0)) })
+	b.Run("pool-coalesced", func(b *testing.B) { benchOfferDrain(b, benchPool(b)...) })
+	b.Run("pool-per-frame", func(b *testing.B) { benchOfferDrain(b, append(benchPool(b), WithCoalesce(0))...) })
+}
+
+func benchOfferDrain(b *testing.B, opts ...OutboxOption) {
+	w := &byteCountingWriter{reached: make(chan struct{}, 1)}
+	o, err := NewOutbox(1024, w, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
 	o.Start()
 	defer o.Close()
-	frame := make([]byte, 160)
-	w.target.Store(int64(b.N))
+	const frameLen = 160
+	frame := make([]byte, frameLen)
+	w.target.Store(int64(b.N) * frameLen)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
@@ -294,6 +351,22 @@ func BenchmarkOutboxOfferDrain(b *testing.B) {
 	<-w.reached
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "frames/s")
+	b.ReportMetric(float64(w.writes.Load())/float64(b.N), "writes/frame")
+}
+
+// byteCountingWriter counts bytes and Writes and signals when the bytes
+// reach target.
+type byteCountingWriter struct {
+	n, target, writes atomic.Int64
+	reached           chan struct{}
+}
+
+func (w *byteCountingWriter) Write(p []byte) (int, error) {
+	w.writes.Add(1)
+	if w.n.Add(int64(len(p))) == w.target.Load() {
+		w.reached <- struct{}{}
+	}
+	return len(p), nil
 }
 
 // BenchmarkOutboxOfferFull: the drop path, an Offer to a full Outbox.
@@ -353,4 +426,108 @@ func BenchmarkGroupRemoveAdd30k(b *testing.B) {
 		g.Add(id, s)
 		i += 7919
 	}
+}
+
+// BenchmarkOutboxOfferDrainPipe is BenchmarkOutboxOfferDrain with the
+// Outbox writing to a real OS pipe drained by a reader goroutine, so that
+// each Write is a write(2): what coalescing saves in system calls.
+func BenchmarkOutboxOfferDrainPipe(b *testing.B) {
+	open := func(b *testing.B) (io.Writer, io.Reader) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { r.Close(); w.Close() })
+		return w, r
+	}
+	b.Run("coalesced", func(b *testing.B) { benchOfferDrainOS(b, open) })
+	b.Run("per-frame", func(b *testing.B) { benchOfferDrainOS(b, open, WithCoalesce(0)) })
+}
+
+// BenchmarkOutboxOfferDrainTCP is BenchmarkOutboxOfferDrainPipe over a
+// loopback TCP connection.
+func BenchmarkOutboxOfferDrainTCP(b *testing.B) {
+	open := func(b *testing.B) (io.Writer, io.Reader) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ln.Close()
+		accepted := make(chan net.Conn, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}()
+		w, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, ok := <-accepted
+		if !ok {
+			b.Fatal("accept failed")
+		}
+		b.Cleanup(func() { r.Close(); w.Close() })
+		return w, r
+	}
+	b.Run("coalesced", func(b *testing.B) { benchOfferDrainOS(b, open) })
+	b.Run("per-frame", func(b *testing.B) { benchOfferDrainOS(b, open, WithCoalesce(0)) })
+}
+
+// benchOfferDrainOS offers b.N 160-byte frames to one Outbox (limit 1024)
+// writing to the writer open returns, timed until the reader has read them
+// all. writes/frame counts the Write calls (system calls) per frame.
+func benchOfferDrainOS(b *testing.B, open func(*testing.B) (io.Writer, io.Reader), opts ...OutboxOption) {
+	w, r := open(b)
+	cw := &callCountingWriter{w: w}
+	o, err := NewOutbox(1024, cw, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	o.Start()
+	defer o.Close()
+	const frameLen = 160
+	frame := make([]byte, frameLen)
+	total := int64(b.N) * frameLen
+	read := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64<<10)
+		var n int64
+		for n < total {
+			k, err := r.Read(buf)
+			n += int64(k)
+			if err != nil {
+				read <- err
+				return
+			}
+		}
+		read <- nil
+	}()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		for !o.Offer(frame) {
+			runtime.Gosched()
+		}
+	}
+	if err := <-read; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "frames/s")
+	b.ReportMetric(float64(cw.calls.Load())/float64(b.N), "writes/frame")
+}
+
+// callCountingWriter counts the Write calls it passes on.
+type callCountingWriter struct {
+	w     io.Writer
+	calls atomic.Int64
+}
+
+func (c *callCountingWriter) Write(p []byte) (int, error) {
+	c.calls.Add(1)
+	return c.w.Write(p)
 }

@@ -21,8 +21,16 @@
 //     [Group.Add] and [Group.Remove] publish a new immutable partition
 //     atomically; [Engine.Fanout] reads the partition without a lock.
 //   - [Sink] is a member's outbound queue: one non-blocking Offer per frame.
-//     [Outbox] is the production Sink: a bounded queue drained by one writer
-//     goroutine into an io.Writer (a stream), with a gap notice on overflow.
+//     [Outbox] is the production Sink: a bounded queue drained into an
+//     io.Writer (a stream), with a gap notice on overflow, by a writer
+//     goroutine of its own or by a shared [Writers] pool. A writer that
+//     finds several frames queued writes them in one Write ([WithCoalesce]).
+//   - [Writers] is a pool of writer goroutines (one per GOMAXPROCS by
+//     default) shared by many Outboxes ([WithWriters]): an idle member costs
+//     no goroutine, and a fanout to 30,000 members wakes a few pool
+//     goroutines instead of 30,000. A watchdog replaces a pool goroutine
+//     blocked in one Write for two checks ([DefaultStallCheck]), so a member
+//     that does not read delays no other member.
 //
 // # Ordering
 //
@@ -78,13 +86,17 @@
 //     number of frames dropped, so the member learns exactly where and how
 //     much it missed, and then continues with newer frames. A writer blocked
 //     forever in Write therefore costs at most limit frame references and a
-//     counter; it delays nobody else.
+//     counter; it delays nobody else: with a [Writers] pool, the goroutine
+//     blocked in its Write is replaced within two watchdog checks and the
+//     others go on (see [Writers] for the argument and its bound).
 //
 // # Lifecycle
 //
-// [New] and [NewOutbox] start nothing; [Engine.Start] (one goroutine per
-// worker) and [Outbox.Start] (one writer goroutine) start the goroutines, and
-// Close (idempotent) stops them and waits for them. The engine reads the
+// [New], [NewOutbox] and [NewWriters] start nothing; [Engine.Start] (one
+// goroutine per worker), [Outbox.Start] (one writer goroutine, or none with a
+// pool) and [Writers.Start] (the pool's goroutines and its watchdog) start
+// the goroutines, and Close (idempotent) stops them and waits for them. Close
+// a pool's Outboxes before the pool. The engine reads the
 // clock only for its latency histogram (time.Now unless [WithClock]); the
 // Outbox never does and sets no deadline: a write deadline, if any, is set on
 // the io.Writer by its owner.
@@ -99,7 +111,9 @@
 // supernode.OutboxLimit, 1024 frames) on the client's attach stream, with a gap
 // frame that is the protocol's SessionFrame{gap: Gap{dropped}} and an abort
 // that resets the stream; every frame to that client, not only group messages,
-// goes through it. A supernode keeps one [Group] per group that has members
+// goes through it. Package node gives the supernode one [Writers] pool
+// (GOMAXPROCS goroutines) that writes every session's Outbox, closed after
+// the sessions. A supernode keeps one [Group] per group that has members
 // attached to it and, for each group message it receives from the group's home
 // (or numbers as the home), encodes one SessionFrame and calls [Engine.Fanout]
 // once; a refused Fanout drops that message for its local members (counted).

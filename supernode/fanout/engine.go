@@ -97,7 +97,10 @@ func WithMaxJobs(n int) Option {
 // 2-core benchmark machine it made delivery to 30,000 Outbox members 32%
 // faster end to end (31.3 → 21.5 ms); for 30,000 trivial in-memory sinks it
 // cost between nothing measurable and 0.07 ms per message (see
-// docs/BENCHMARKS.md).
+// docs/BENCHMARKS.md). With Outboxes written by a [Writers] pool the yields
+// let the pool's goroutines run while the workers are still offering: on the
+// same machine, 30,000 pooled Outboxes took 10.7 ms per message with the
+// default and 18.6 ms without yielding.
 func WithYieldEvery(n int) Option {
 	return func(o *options) error {
 		if n < 0 {

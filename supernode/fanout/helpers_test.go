@@ -219,7 +219,42 @@ func (w *gateWriter) waitFor(t testing.TB, what string, cond func() bool) {
 		select {
 		case <-w.changed:
 		case <-timeout:
-			t.Fatalf("timed out waiting for %s; written so far %q", what, w.String())
+			got := w.String()
+			if len(got) > 200 {
+				got = "…" + got[len(got)-200:]
+			}
+			t.Fatalf("timed out waiting for %s; written so far %q", what, got)
 		}
 	}
+}
+
+// outboxModes runs f twice, checking for leaked goroutines each time: with
+// Outboxes that have a writer goroutine of their own (no option) and with
+// Outboxes written by a started pool of two goroutines (mode holds
+// WithWriters) whose watchdog never ticks, so that no Write is handed off.
+// f passes mode first to every NewOutbox.
+func outboxModes(t *testing.T, f func(t *testing.T, mode []OutboxOption)) {
+	t.Helper()
+	t.Run("own", func(t *testing.T) {
+		checkGoroutines(t)
+		f(t, nil)
+	})
+	t.Run("pool", func(t *testing.T) {
+		checkGoroutines(t)
+		p := newWriters(t, 2, WithStallCheck(make(chan time.Time)))
+		f(t, []OutboxOption{WithWriters(p)})
+	})
+}
+
+// newWriters returns a started pool closed at cleanup (after the cleanups
+// registered later, such as its Outboxes').
+func newWriters(t testing.TB, size int, opts ...WritersOption) *Writers {
+	t.Helper()
+	p, err := NewWriters(size, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Start()
+	t.Cleanup(p.Close)
+	return p
 }

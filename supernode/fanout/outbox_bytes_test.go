@@ -3,6 +3,7 @@ package fanout
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 )
@@ -12,8 +13,9 @@ import (
 // 1,024-frame outbox of 65 KiB frames held 65 MiB for one stalled client;
 // here the bound is 256 KiB, the frames past it are dropped (newest first),
 // counted by reason, and told by one gap notice where they are missing.
-func TestOutboxByteLimit(t *testing.T) {
-	checkGoroutines(t)
+func TestOutboxByteLimit(t *testing.T) { outboxModes(t, testOutboxByteLimit) }
+
+func testOutboxByteLimit(t *testing.T, mode []OutboxOption) {
 	const (
 		frameSize = 65 << 10
 		byteLimit = 256 << 10
@@ -21,8 +23,8 @@ func TestOutboxByteLimit(t *testing.T) {
 	)
 	wr := newGateWriter(true)
 	var dropFrames, dropBytes atomic.Uint64
-	o := newOutbox(t, 1024, wr, WithGapFrame(gapFrame), WithAbort(wr.Abort),
-		WithByteLimit(byteLimit), WithDropCounters(&dropFrames, &dropBytes))
+	o := newOutbox(t, 1024, wr, append(mode, WithGapFrame(gapFrame), WithAbort(wr.Abort),
+		WithByteLimit(byteLimit), WithDropCounters(&dropFrames, &dropBytes))...)
 	frame := func(k int) []byte {
 		b := bytes.Repeat([]byte{'x'}, frameSize)
 		copy(b, fmt.Appendf(nil, "m:%d;", k))
@@ -48,12 +50,13 @@ func TestOutboxByteLimit(t *testing.T) {
 	}
 	wr.open()
 	wantGap := string(gapFrame(uint64(offered - want)))
-	wr.waitFor(t, "the queued frames and the gap", func() bool {
-		return o.Stats().Written == uint64(want) && o.Stats().Gaps == 1
+	wr.waitFor(t, "the gap notice", func() bool { return strings.HasSuffix(wr.String(), wantGap) })
+	// The counters and the queue are updated just after the last Write
+	// returns, which no event of the writer announces.
+	waitUntil(t, "the counters", func() bool {
+		st := o.Stats()
+		return st.Written == uint64(want) && st.Gaps == 1 && st.Queued == 0
 	})
-	if got := wr.String(); got[len(got)-len(wantGap):] != wantGap {
-		t.Fatalf("output ends %q, want the gap notice %q", got[len(got)-20:], wantGap)
-	}
 	if st := o.Stats(); st.QueuedBytes != 0 || st.Queued != 0 {
 		t.Fatalf("after draining: %+v", st)
 	}

@@ -24,10 +24,11 @@ func newOutbox(t testing.TB, limit int, w io.Writer, opts ...OutboxOption) *Outb
 	return o
 }
 
-func TestOutboxWritesInOrder(t *testing.T) {
-	checkGoroutines(t)
+func TestOutboxWritesInOrder(t *testing.T) { outboxModes(t, testOutboxWritesInOrder) }
+
+func testOutboxWritesInOrder(t *testing.T, mode []OutboxOption) {
 	wr := newGateWriter(false)
-	o := newOutbox(t, 1000, wr, WithGapFrame(gapFrame))
+	o := newOutbox(t, 1000, wr, append(mode, WithGapFrame(gapFrame))...)
 	var want strings.Builder
 	for k := range 300 {
 		if k == 100 {
@@ -104,23 +105,24 @@ func TestOutboxGap(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
-			wr := newGateWriter(true)
-			var opts []OutboxOption
-			if tc.gap {
-				opts = append(opts, WithGapFrame(gapFrame))
-			}
-			o := newOutbox(t, 3, wr, append(opts, WithAbort(wr.Abort))...)
-			tc.run(t, o, wr)
-			wr.waitFor(t, "output", func() bool { return wr.String() == tc.want })
-			o.Close()
-			st := o.Stats()
-			if st.Written != tc.st.Written || st.Dropped != tc.st.Dropped || st.Gaps != tc.st.Gaps {
-				t.Fatalf("stats %+v, want written %d dropped %d gaps %d", st, tc.st.Written, tc.st.Dropped, tc.st.Gaps)
-			}
-			if got := wr.String(); got != tc.want {
-				t.Fatalf("written %q, want %q", got, tc.want)
-			}
+			outboxModes(t, func(t *testing.T, mode []OutboxOption) {
+				wr := newGateWriter(true)
+				opts := mode
+				if tc.gap {
+					opts = append(opts, WithGapFrame(gapFrame))
+				}
+				o := newOutbox(t, 3, wr, append(opts, WithAbort(wr.Abort))...)
+				tc.run(t, o, wr)
+				wr.waitFor(t, "output", func() bool { return wr.String() == tc.want })
+				o.Close()
+				st := o.Stats()
+				if st.Written != tc.st.Written || st.Dropped != tc.st.Dropped || st.Gaps != tc.st.Gaps {
+					t.Fatalf("stats %+v, want written %d dropped %d gaps %d", st, tc.st.Written, tc.st.Dropped, tc.st.Gaps)
+				}
+				if got := wr.String(); got != tc.want {
+					t.Fatalf("written %q, want %q", got, tc.want)
+				}
+			})
 		})
 	}
 }
@@ -156,9 +158,11 @@ func (w *failWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func TestOutboxWriteErrorStops(t *testing.T) {
-	checkGoroutines(t)
-	o := newOutbox(t, 8, &failWriter{})
+func TestOutboxWriteErrorStops(t *testing.T) { outboxModes(t, testOutboxWriteErrorStops) }
+
+func testOutboxWriteErrorStops(t *testing.T, mode []OutboxOption) {
+	// One Write per frame, so that the second frame's Write fails.
+	o := newOutbox(t, 8, &failWriter{}, append(mode, WithCoalesce(0))...)
 	for k := range 5 {
 		o.Offer(frameN(k))
 	}
@@ -186,43 +190,46 @@ func TestOutboxCloseUnblocksWriter(t *testing.T) {
 		start bool
 	}{{"writer blocked in Write", true}, {"never started", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkGoroutines(t)
-			wr := newGateWriter(true) // never opened: a peer that never reads
-			o, err := NewOutbox(2, wr, WithAbort(wr.Abort))
-			if err != nil {
-				t.Fatal(err)
-			}
-			o.Offer([]byte("a"))
-			if tc.start {
-				o.Start()
-				wr.waitFor(t, "writer blocked", func() bool { return wr.waiting.Load() == 1 })
-			}
-			o.Close()
-			if tc.start {
-				select {
-				case <-o.Done():
-				default:
-					t.Fatal("Close returned before the writer goroutine")
+			outboxModes(t, func(t *testing.T, mode []OutboxOption) {
+				wr := newGateWriter(true) // never opened: a peer that never reads
+				o, err := NewOutbox(2, wr, append(mode, WithAbort(wr.Abort))...)
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			var wg sync.WaitGroup
-			for range 3 {
-				wg.Go(o.Close)
-			}
-			wg.Wait()
-			o.Start() // no-op after Close
-			if o.Offer([]byte("b")) {
-				t.Fatal("Offer accepted after Close")
-			}
-			if err := o.Err(); err != nil {
-				t.Fatalf("Err after Close = %v, want nil (the abort is ours)", err)
-			}
+				o.Offer([]byte("a"))
+				if tc.start {
+					o.Start()
+					wr.waitFor(t, "writer blocked", func() bool { return wr.waiting.Load() == 1 })
+				}
+				o.Close()
+				if tc.start {
+					select {
+					case <-o.Done():
+					default:
+						t.Fatal("Close returned before the writer goroutine")
+					}
+				}
+				var wg sync.WaitGroup
+				for range 3 {
+					wg.Go(o.Close)
+				}
+				wg.Wait()
+				o.Start() // no-op after Close
+				if o.Offer([]byte("b")) {
+					t.Fatal("Offer accepted after Close")
+				}
+				if err := o.Err(); err != nil {
+					t.Fatalf("Err after Close = %v, want nil (the abort is ours)", err)
+				}
+			})
 		})
 	}
 }
 
-func TestOutboxOfferAllocs(t *testing.T) {
-	o, err := NewOutbox(1<<20, io.Discard) // not started: frames stay queued
+func TestOutboxOfferAllocs(t *testing.T) { outboxModes(t, testOutboxOfferAllocs) }
+
+func testOutboxOfferAllocs(t *testing.T, mode []OutboxOption) {
+	o, err := NewOutbox(1<<20, io.Discard, mode...) // not started: frames stay queued
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +237,7 @@ func TestOutboxOfferAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(1000, func() { o.Offer(frame) }); a != 0 {
 		t.Fatalf("Offer allocates %v per call", a)
 	}
-	full, err := NewOutbox(1, io.Discard)
+	full, err := NewOutbox(1, io.Discard, mode...)
 	if err != nil {
 		t.Fatal(err)
 	}
