@@ -97,6 +97,11 @@ type AdmissionConfig struct {
 	// instead of a goroutine per session. The caller starts it and closes
 	// it after Close. Nil: each outbox has its own writer goroutine.
 	Writers *fanout.Writers
+
+	// perFrameOutboxes (benchmarks only) gives each outbox its own writer
+	// goroutine making one Write per frame, as before the writer pool and
+	// coalescing, so that both designs can be measured in one run.
+	perFrameOutboxes bool
 	// Now and Rand are the clock and randomness (defaults: time.Now and a
 	// randomly seeded source).
 	Now  func() time.Time
@@ -538,7 +543,10 @@ func (a *Admission) handle(s network.Stream) {
 	var err error
 	outOpts := []fanout.OutboxOption{fanout.WithGapFrame(gapFrame), fanout.WithAbort(func() { s.Reset() }),
 		fanout.WithByteLimit(OutboxBytes), fanout.WithDropCounters(&a.stats.outboxFrames, &a.stats.outboxBytes)}
-	if a.cfg.Writers != nil {
+	switch {
+	case a.cfg.perFrameOutboxes:
+		outOpts = append(outOpts, fanout.WithCoalesce(0))
+	case a.cfg.Writers != nil:
 		outOpts = append(outOpts, fanout.WithWriters(a.cfg.Writers))
 	}
 	sess.out, err = fanout.NewOutbox(OutboxLimit, s, outOpts...)

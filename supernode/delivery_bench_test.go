@@ -40,7 +40,8 @@ import (
 // member-ns, sn-allocs (allocations on stacks through the supernode's own
 // code: Router, Admission, links, fanout; libp2p's yamux and TLS
 // goroutines are not attributed), proc-allocs (the process), and the
-// shares of supernode CPU in the Outbox writer goroutines (outbox-writer-%)
+// shares of supernode CPU in the Outbox writers (outbox-writer-%: a
+// goroutine per member, or the shared pool's goroutines)
 // and in the yamux send loops they hand each frame to (yamux-send-%: TLS
 // record and write syscall). delivered-% must be 100 at the base
 // rate; disorder counts frames out of sequence.
@@ -52,19 +53,27 @@ func BenchmarkMemberDelivery(b *testing.B) {
 		members, window = 50, time.Second
 	}
 	sampleAllocs(b)
-	f := newDeliveryFixture(b, members)
-	// The high rate runs a shorter window: 200 publishes a second to
-	// 1,000 members is more than this code delivers on two cores, and
-	// what is queued must drain before the window's profile ends.
-	for _, c := range []struct {
-		rate   int
-		window time.Duration
-	}{{20, window}, {200, window / 5}} {
-		b.Run(fmt.Sprintf("members=%d/rate=%d", members, c.rate), func(b *testing.B) {
-			for range b.N {
-				f.window(b, c.rate, c.window)
-			}
-		})
+	// writers=pool is the supernode as shipped (one pool of writer
+	// goroutines, queued frames coalesced into one Write); writers=own is
+	// the design before it (a writer goroutine per member, one Write per
+	// frame), measured in the same run.
+	for _, mode := range []string{"pool", "own"} {
+		f := newDeliveryFixture(b, members, mode == "own")
+		// The high rate runs a shorter window: 200 publishes a second to
+		// 1,000 members is more than this code delivers on two cores, and
+		// what is queued must drain before the window's profile ends.
+		for _, c := range []struct {
+			rate   int
+			window time.Duration
+		}{{20, window}, {200, window / 5}} {
+			b.Run(fmt.Sprintf("members=%d/rate=%d/writers=%s", members, c.rate, mode), func(b *testing.B) {
+				for range b.N {
+					f.window(b, c.rate, c.window)
+				}
+			})
+		}
+		// f stays up (idle: keepalives are 10 minutes) until the
+		// benchmark's cleanups.
 	}
 }
 
@@ -90,7 +99,7 @@ type deliveryMember struct {
 	gaps     atomic.Uint64 // gap notices
 }
 
-func newDeliveryFixture(b *testing.B, members int) *deliveryFixture {
+func newDeliveryFixture(b *testing.B, members int, perFrame bool) *deliveryFixture {
 	b.Helper()
 	f := &deliveryFixture{group: "bench-delivery"}
 	withRole("supernode", func() {
@@ -99,7 +108,7 @@ func newDeliveryFixture(b *testing.B, members int) *deliveryFixture {
 		if err != nil {
 			b.Fatal(err)
 		}
-		adm, err := NewAdmission(f.sn, sems.Attached, AdmissionConfig{Keepalive: 10 * time.Minute, MaxHandshakes: 256, MaxHandshakesPerPeer: 2})
+		adm, err := NewAdmission(f.sn, sems.Attached, AdmissionConfig{Writers: newWriters(b), perFrameOutboxes: perFrame, Keepalive: 10 * time.Minute, MaxHandshakes: 256, MaxHandshakesPerPeer: 2})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -385,9 +394,11 @@ func (f *deliveryFixture) window(b *testing.B, rate int, d time.Duration) {
 		b.Fatal(err)
 	}
 	byRoot := cpuByRoot(p, "supernode")
-	// The Outbox writers (what the shared writer pool replaces) and the
-	// yamux send loops they hand each frame to (TLS record, syscall).
-	writer := byRoot["github.com/overlayd/overlayd/supernode/fanout.(*Outbox).run"]
+	// The Outbox writers (a goroutine per member, or the shared pool's)
+	// and the yamux send loops they hand each frame to (TLS record,
+	// syscall).
+	writer := byRoot["github.com/overlayd/overlayd/supernode/fanout.(*Outbox).run"] +
+		byRoot["github.com/overlayd/overlayd/supernode/fanout.(*Writers).run"]
 	yamuxSend := byRoot["github.com/libp2p/go-yamux/v5.(*Session).send"]
 	b.ReportMetric(100*float64(writer)/float64(max(sn, 1)), "outbox-writer-%")
 	b.ReportMetric(100*float64(yamuxSend)/float64(max(sn, 1)), "yamux-send-%")

@@ -235,7 +235,14 @@ func newSupernode(t testing.TB, n *testNet, cfg supernodeConfig) *testSupernode 
 	if err != nil {
 		t.Fatalf("semaphores: %v", err)
 	}
-	adm, err := NewAdmission(h, sems.Attached, cfg.adm)
+	ac := cfg.adm
+	if ac.Writers == nil {
+		// As node wires it: one pool of writer goroutines for every
+		// session's outbox, closed after the admission (cleanups run
+		// last-in first-out).
+		ac.Writers = newWriters(t)
+	}
+	adm, err := NewAdmission(h, sems.Attached, ac)
 	if err != nil {
 		t.Fatalf("NewAdmission: %v", err)
 	}
@@ -267,6 +274,19 @@ func newSupernode(t testing.TB, n *testNet, cfg supernodeConfig) *testSupernode 
 	}
 	adm.Start()
 	return sn
+}
+
+// newWriters starts a pool of outbox writers that the test's cleanup
+// closes.
+func newWriters(t testing.TB) *fanout.Writers {
+	t.Helper()
+	w, err := fanout.NewWriters(0)
+	if err != nil {
+		t.Fatalf("fanout.NewWriters: %v", err)
+	}
+	w.Start()
+	t.Cleanup(w.Close)
+	return w
 }
 
 // newRing returns a ring of the given peers, weight 1 each.

@@ -104,7 +104,7 @@ func newHomeCostFixture(b *testing.B) *homeCostFixture {
 			if err != nil {
 				b.Fatal(err)
 			}
-			adm, err := NewAdmission(h, sems.Attached, AdmissionConfig{Keepalive: 10 * time.Minute})
+			adm, err := NewAdmission(h, sems.Attached, AdmissionConfig{Writers: newWriters(b), Keepalive: 10 * time.Minute})
 			if err != nil {
 				b.Fatal(err)
 			}
