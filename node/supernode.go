@@ -31,7 +31,7 @@ func (n *Node) startSupernode() error {
 	}
 	// One pool of writer goroutines (GOMAXPROCS) writes every session's
 	// outbox; Close stops it after the sessions.
-	if n.writers, err = fanout.NewWriters(0); err != nil {
+	if n.writers, err = fanout.NewWriters(0, fanout.WithWritersRegisterer(n.reg)); err != nil {
 		return err
 	}
 	n.writers.Start()

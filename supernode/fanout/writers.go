@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // DefaultStallCheck is the default interval of a [Writers] pool's watchdog:
@@ -26,6 +28,36 @@ func WithStallCheck(tick <-chan time.Time) WritersOption {
 			return fmt.Errorf("fanout: WithStallCheck: nil channel")
 		}
 		p.tick = tick
+		return nil
+	}
+}
+
+// WithWritersRegisterer registers the pool's series on reg:
+// overlayd_supernode_writers_goroutines (pool goroutines running, the size
+// plus those handed off while blocked in a Write) and
+// overlayd_supernode_writers_handoffs_total (goroutines the watchdog
+// replaced because a member's Write blocked). Both are read from
+// [Writers.Stats] at scrape time; the write path touches no Prometheus
+// object.
+func WithWritersRegisterer(reg prometheus.Registerer) WritersOption {
+	return func(p *Writers) error {
+		if reg == nil {
+			return fmt.Errorf("fanout: WithWritersRegisterer: nil registerer")
+		}
+		for _, c := range []prometheus.Collector{
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "overlayd_supernode_writers_goroutines",
+				Help: "Goroutines of the supernode's outbox writer pool: its size, plus those handed off while blocked in a Write to a member that does not read.",
+			}, func() float64 { return float64(p.Stats().Goroutines) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "overlayd_supernode_writers_handoffs_total",
+				Help: "Outbox writer goroutines the watchdog replaced because one member's Write blocked past two checks.",
+			}, func() float64 { return float64(p.Stats().Handoffs) }),
+		} {
+			if err := reg.Register(c); err != nil {
+				return fmt.Errorf("fanout: register writers metrics: %w", err)
+			}
+		}
 		return nil
 	}
 }

@@ -6,10 +6,14 @@ import (
 	"io"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // callWriter records every Write call separately.
@@ -150,7 +154,8 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 func TestWritersBlockedMemberIsolated(t *testing.T) {
 	checkGoroutines(t)
 	tick := make(chan time.Time)
-	p := newWriters(t, 1, WithStallCheck(tick))
+	reg := prometheus.NewRegistry()
+	p := newWriters(t, 1, WithStallCheck(tick), WithWritersRegisterer(reg))
 	slow := newGateWriter(true) // never opened
 	blocked := newOutbox(t, 4, slow, WithWriters(p), WithAbort(slow.Abort))
 	blocked.Start()
@@ -183,6 +188,17 @@ func TestWritersBlockedMemberIsolated(t *testing.T) {
 	st := p.Stats()
 	if st.Handoffs != 1 || st.Goroutines != 2 {
 		t.Fatalf("pool %+v, want 1 handoff and 2 goroutines (1 blocked)", st)
+	}
+	// Operators see the same on the registry.
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP overlayd_supernode_writers_goroutines Goroutines of the supernode's outbox writer pool: its size, plus those handed off while blocked in a Write to a member that does not read.
+# TYPE overlayd_supernode_writers_goroutines gauge
+overlayd_supernode_writers_goroutines 2
+# HELP overlayd_supernode_writers_handoffs_total Outbox writer goroutines the watchdog replaced because one member's Write blocked past two checks.
+# TYPE overlayd_supernode_writers_handoffs_total counter
+overlayd_supernode_writers_handoffs_total 1
+`)); err != nil {
+		t.Fatal(err)
 	}
 	// Written is counted just after each Write returns.
 	waitUntil(t, "every member's counter", func() bool {
