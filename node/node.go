@@ -88,8 +88,8 @@ type Node struct {
 	admission *supernode.Admission
 	router    *supernode.Router
 	engine    *fanout.Engine
-	store     *store.Store   // a supernode's replay logs and offline messages; closed last
-	client    *client.Client // ordinary and auto nodes; nil on a pinned supernode
+	store     *store.Store    // a supernode's replay logs and offline messages; closed last
+	client    *client.Client  // ordinary and auto nodes; nil on a pinned supernode
 	tunnels   *tunnel.Manager // exposed services and connect listeners (tunnel.go)
 	bootstrap []peer.AddrInfo
 	m         *metrics

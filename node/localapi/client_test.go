@@ -192,7 +192,9 @@ func TestClientRoutes(t *testing.T) {
 			}},
 		{name: "disconnect", pattern: "POST /v1/tunnels/disconnect", path: "/v1/tunnels/disconnect", body: `{"listen":"127.0.0.1:9090"}`,
 			answer: struct{}{}, wantNone: true,
-			call: func(ctx context.Context, c *localapi.Client) (any, error) { return nil, c.Disconnect(ctx, "127.0.0.1:9090") }},
+			call: func(ctx context.Context, c *localapi.Client) (any, error) {
+				return nil, c.Disconnect(ctx, "127.0.0.1:9090")
+			}},
 		{name: "promote", pattern: "POST /v1/promote", path: "/v1/promote", body: `{"blob":"CERT"}`,
 			answer: status, want: status,
 			call: func(ctx context.Context, c *localapi.Client) (any, error) { return c.Promote(ctx, "CERT") }},
