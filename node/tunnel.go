@@ -76,7 +76,7 @@ func (d tunnelDialer) Open(ctx context.Context, p peer.ID) (network.Stream, erro
 	if err != nil {
 		return nil, err
 	}
-	n.log.Debug("tunnel stream", "peer", p.ShortString(), "limited", s.Conn().Stat().Limited)
+	n.log.Debug("tunnel stream", "remote", p.ShortString(), "limited", s.Conn().Stat().Limited)
 	return s, nil
 }
 

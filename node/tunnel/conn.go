@@ -123,6 +123,7 @@ func (c *conn) attach(s network.Stream, peerRecv uint64) error {
 	if c.limited {
 		c.relayedAt, c.relayedOut = c.m.now(), c.sent
 	}
+	recvAt := c.recv
 	if moved {
 		c.migrations++
 		c.owner.migrations.Add(1)
@@ -134,8 +135,8 @@ func (c *conn) attach(s network.Stream, peerRecv uint64) error {
 		old.Reset()
 	}
 	if moved {
-		c.m.log.Info("tunnel connection moved", "id", c.idString(), "peer", c.peer.ShortString(),
-			"path", pathOf(c.limited), "resumed_at", peerRecv)
+		c.m.log.Info("tunnel connection moved", "id", c.idString(), "remote", c.peer.ShortString(),
+			"path", pathOf(s.Conn().Stat().Limited), "received", recvAt, "peer_received", peerRecv)
 	}
 	c.m.goConn(func() { c.writeLoop(g, s) })
 	c.m.goConn(func() { c.readLoop(g, s) })

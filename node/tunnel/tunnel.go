@@ -411,7 +411,7 @@ func (m *Manager) Connect(ctx context.Context, p peer.ID, svcName, listen string
 	info := c.infoLocked()
 	m.mu.Unlock()
 	m.goConn(func() { m.acceptLoop(c) })
-	m.log.Info("connect listening", "listen", c.listen, "peer", p.ShortString(), "service", svcName)
+	m.log.Info("connect listening", "listen", c.listen, "remote", p.ShortString(), "service", svcName)
 	return info, nil
 }
 
@@ -600,7 +600,7 @@ func (m *Manager) openConn(c *connect, tcp net.Conn) {
 		c.failed.Add(1)
 		m.met.failed.Inc()
 		c.fail(fmt.Errorf("open %s/%s: %w", c.peer, c.service, err))
-		m.log.Info("tunnel connection not opened", "peer", c.peer.ShortString(), "service", c.service, "err", err)
+		m.log.Info("tunnel connection not opened", "remote", c.peer.ShortString(), "service", c.service, "err", err)
 		_ = tcp.Close()
 		return
 	}
@@ -622,7 +622,7 @@ func (m *Manager) openConn(c *connect, tcp net.Conn) {
 		cn.abort(err, false)
 		return
 	}
-	m.log.Debug("tunnel connection opened", "id", cn.idString(), "peer", c.peer.ShortString(), "service", c.service, "path", pathOf(cn.limited))
+	m.log.Debug("tunnel connection opened", "id", cn.idString(), "remote", c.peer.ShortString(), "service", c.service, "path", pathOf(s.Conn().Stat().Limited))
 	cn.tcpLoop()
 }
 
@@ -698,7 +698,7 @@ func (m *Manager) handle(s network.Stream) {
 		// Checked on the authenticated peer, before anything is dialled.
 		svc.refused.Add(1)
 		m.met.refused.WithLabelValues("not_allowed").Inc()
-		m.log.Info("tunnel refused: peer not allowed", "service", svc.name, "peer", remote)
+		m.log.Info("tunnel refused: peer not allowed", "service", svc.name, "remote", remote)
 		m.answer(s, pb.TunnelStatus_TUNNEL_REFUSED, fmt.Sprintf("peer %s is not allowed to use %q", remote, svc.name), 0)
 		return
 	case dup:
@@ -752,7 +752,7 @@ func (m *Manager) handle(s network.Stream) {
 		cn.abort(err, false)
 		return
 	}
-	m.log.Debug("tunnel connection accepted", "id", cn.idString(), "peer", remote.ShortString(), "service", svc.name, "path", pathOf(cn.limited))
+	m.log.Debug("tunnel connection accepted", "id", cn.idString(), "remote", remote.ShortString(), "service", svc.name, "path", pathOf(s.Conn().Stat().Limited))
 	m.goConn(cn.tcpLoop)
 }
 
@@ -868,7 +868,7 @@ func (m *Manager) recoverConn(c *conn, cause error) {
 	} else {
 		why = fmt.Errorf("stream lost (%v) and not resumed: %v", cause, err)
 	}
-	m.log.Warn("tunnel connection cut", "id", c.idString(), "peer", c.peer.ShortString(), "err", why)
+	m.log.Warn("tunnel connection cut", "id", c.idString(), "remote", c.peer.ShortString(), "err", why)
 	c.abort(why, false)
 }
 
