@@ -764,8 +764,9 @@
 // acknowledgement in this frame). A sender keeps every byte until it is
 // acknowledged and never has more than its window (1 MiB by default)
 // unacknowledged: a slow reader on one end holds back the acknowledgements and
-// so the writer on the other. A receiver acknowledges at least every quarter
-// window and at once after a close_write. close_write says the sender's TCP
+// so the writer on the other. A receiver acknowledges at least every
+// [MaxTunnelData] bytes (a window is at least four times that, so the windows
+// of the two sides need not match) and at once after a close_write. close_write says the sender's TCP
 // side ended after offset+len(data) bytes (its receiver half-closes its own
 // TCP connection, CloseWrite); reset aborts the connection (both TCP
 // connections close) with a reason of at most [MaxTunnelDetail] bytes. A

@@ -375,7 +375,10 @@ func (c *conn) onData(off uint64, data []byte, closeWrite bool) error {
 	if end > c.recv {
 		c.recv = end
 		c.lastActive = c.m.now()
-		if c.recv-c.ackSent >= c.win/4 {
+		// Every MaxTunnelData bytes: the peer's window (its own setting,
+		// at least MinWindow = 4 × MaxTunnelData) never waits on an
+		// acknowledgement this side holds back.
+		if c.recv-c.ackSent >= protocol.MaxTunnelData {
 			c.ackNeeded = true
 			c.cond.Broadcast()
 		}

@@ -579,3 +579,28 @@ func TestExposeArguments(t *testing.T) {
 	}
 
 }
+
+// TestTunnelWindowsDiffer: the two sides' windows are their own settings;
+// a small window on one side and a large one on the other still flow.
+func TestTunnelWindowsDiffer(t *testing.T) {
+	ha, hb := newHost(t), newHost(t)
+	connectHosts(t, hb, ha)
+	p := pair{ha: ha, hb: hb, a: newManager(t, ha, Config{Window: 8 << 20}), b: newManager(t, hb, Config{Window: MinWindow})}
+	ln := listen(t)
+	go func() { // a sink: reads everything, then answers with its digest
+		s, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		h := sha256.New()
+		_, _ = io.Copy(h, s)
+		_, _ = s.Write(h.Sum(nil))
+	}()
+	tc := p.expose(t, ln.Addr().String())
+	data := randomBytes(4 << 20)
+	sum := sha256.Sum256(data)
+	if got := echoThrough(t, dial(t, tc.Listen), data, nil); !bytes.Equal(got, sum[:]) {
+		t.Fatalf("the sink's digest differs: %x", got)
+	}
+}
