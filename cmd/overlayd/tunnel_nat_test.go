@@ -175,3 +175,32 @@ func TestTunnelNATRelayedThenDirect(t *testing.T) {
 		t.Fatalf("unexpose: %s", e)
 	}
 }
+
+// TestTunnelCLIArguments: expose and connect refuse bad arguments with a
+// clear message and exit 2, before asking any daemon.
+func TestTunnelCLIArguments(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"expose without allow-list", []string{"expose", "web", "127.0.0.1:8080"}, "needs --allow <peer-id> (repeatable) or --allow-any"},
+		{"expose with both", []string{"expose", "web", "127.0.0.1:8080", "--allow", "p", "--allow-any"}, "not both"},
+		{"expose without target", []string{"expose", "web", "--allow-any"}, "needs 2 arguments"},
+		{"connect without name", []string{"connect", "12D3KooWpeer"}, "want <peer-id>/<name>"},
+		{"connect without peer", []string{"connect", "/web"}, "want <peer-id>/<name>"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, e, code := runBin(t, nil, append(tc.args, "--data-dir", dir)...)
+			if code != 2 || !strings.Contains(e, tc.want) {
+				t.Fatalf("exit %d, stderr %q; want 2 and %q", code, e, tc.want)
+			}
+		})
+	}
+	// Without a daemon: one line saying so.
+	_, e, code := runBin(t, nil, "tunnels", "--data-dir", dir)
+	if code != 1 || !strings.Contains(e, "daemon") {
+		t.Fatalf("tunnels without a daemon: exit %d, %q", code, e)
+	}
+}
