@@ -70,6 +70,7 @@ type conn struct {
 	migrations int
 	relayedAt  time.Time // when the current stream went over a relay
 	relayedOut uint64    // sent, at relayedAt
+	relayedIn  uint64    // recv, at relayedAt
 	done       bool
 	err        error
 	lastActive time.Time
@@ -121,7 +122,7 @@ func (c *conn) attach(s network.Stream, peerRecv uint64) error {
 	c.broken, c.recovering = false, false
 	c.limited = s.Conn().Stat().Limited
 	if c.limited {
-		c.relayedAt, c.relayedOut = c.m.now(), c.sent
+		c.relayedAt, c.relayedOut, c.relayedIn = c.m.now(), c.sent, c.recv
 	}
 	recvAt := c.recv
 	if moved {

@@ -834,7 +834,7 @@ func (m *Manager) recoverConn(c *conn, cause error) {
 	defer cancel()
 	c.mu.Lock()
 	recv := c.ackValueLocked()
-	wasLimited, relayedAt, relayedOut := c.limited, c.relayedAt, c.relayedOut
+	wasLimited, relayedAt, relayedOut, relayedIn := c.limited, c.relayedAt, c.relayedOut, c.relayedIn
 	c.mu.Unlock()
 	s, resp, err := m.openStream(ctx, m.dial.OpenDirect, c.peer, &pb.TunnelOpen{Service: c.service, TunnelId: c.id[:], Resume: true, Received: recv})
 	if err == nil && resp.GetStatus() != pb.TunnelStatus_TUNNEL_OK {
@@ -857,14 +857,14 @@ func (m *Manager) recoverConn(c *conn, cause error) {
 		m.log.Debug("tunnel connection stays relayed", "id", c.idString(), "err", err)
 		return
 	}
-	sent := c.sent
+	sent, recvd := c.sent, c.recv
 	c.mu.Unlock()
 	var why error
 	if wasLimited {
 		m.met.relayCuts.Inc()
 		c.owner.relayCuts.Add(1)
-		why = fmt.Errorf("%w after %v and %d bytes sent (the relay's circuit limit; overlayd supernodes default to %s) and no direct connection could be made: %v (stream: %v)",
-			ErrRelayCut, m.now().Sub(relayedAt).Round(time.Millisecond), sent-relayedOut, RelayLimitText, err, cause)
+		why = fmt.Errorf("%w after %v, %d bytes sent and %d received on it (the relay's circuit limit; overlayd supernodes default to %s) and no direct connection could be made: %v (stream: %v)",
+			ErrRelayCut, m.now().Sub(relayedAt).Round(time.Millisecond), sent-relayedOut, recvd-relayedIn, RelayLimitText, err, cause)
 	} else {
 		why = fmt.Errorf("stream lost (%v) and not resumed: %v", cause, err)
 	}
