@@ -62,18 +62,20 @@ type conn struct {
 	ackSent   uint64
 	ackNeeded bool
 	// The stream.
-	s          network.Stream
-	gen        int
-	limited    bool
-	broken     bool // the current stream failed; waiting for a resume
-	recovering bool // the connecting side is opening a new stream
-	migrations int
-	relayedAt  time.Time // when the current stream went over a relay
-	relayedOut uint64    // sent, at relayedAt
-	relayedIn  uint64    // recv, at relayedAt
-	done       bool
-	err        error
-	lastActive time.Time
+	s           network.Stream
+	gen         int
+	limited     bool
+	broken      bool // the current stream failed; waiting for a resume
+	recovering  bool // the connecting side is opening a new stream
+	recircuited bool // it resumed once on a new relayed circuit
+	migrations  int
+	relayedAt   time.Time // when the current stream went over a relay
+	relayedOut  uint64    // sent, at relayedAt
+	relayedIn   uint64    // recv, at relayedAt
+	brokenAt    time.Time // when the current stream failed
+	done        bool
+	err         error
+	lastActive  time.Time
 }
 
 func newConn(m *Manager, id [protocol.TunnelIDLen]byte, p peer.ID, tcp net.Conn, connector bool, owner *counts, set map[*conn]struct{}, service string) *conn {
@@ -225,9 +227,8 @@ func (c *conn) tcpLoop() {
 // writeLoop sends data, close-write and acknowledgements on stream
 // generation g until the connection ends or moves to another stream.
 func (c *conn) writeLoop(g int, s network.Stream) {
-	var f pb.TunnelFrame
-	data := make([]byte, 0, protocol.MaxTunnelData)
-	var out []byte
+	var f protocol.TunnelFrameView
+	out := make([]byte, 0, protocol.MaxTunnelFrame)
 	for {
 		c.mu.Lock()
 		for !c.done && c.gen == g && !(c.sent < c.read || (c.finRead && !c.finSent) || c.ackNeeded) {
@@ -237,35 +238,33 @@ func (c *conn) writeLoop(g int, s network.Stream) {
 			c.mu.Unlock()
 			return
 		}
-		f.Reset()
-		data = data[:0]
+		// The peer may have acknowledged more than this stream sent (on
+		// the stream before a resume): those bytes are gone from the ring.
+		c.sent = max(c.sent, c.acked)
+		f = protocol.TunnelFrameView{Offset: c.sent}
+		var d1, d2 []byte
 		if c.sent < c.read {
 			n := min(c.read-c.sent, protocol.MaxTunnelData)
 			start := c.sent % c.win
 			first := min(n, c.win-start)
-			data = append(data, c.ring[start:start+first]...)
-			data = append(data, c.ring[:n-first]...)
-			f.Offset, f.Data = c.sent, data
+			d1, d2 = c.ring[start:start+first], c.ring[:n-first]
 			c.sent += n
-		} else {
-			f.Offset = c.sent
 		}
 		if c.finRead && c.sent == c.read && !c.finSent {
 			f.CloseWrite, c.finSent = true, true
 		}
 		f.Ack, c.ackSent, c.ackNeeded = c.ackValueLocked(), c.ackValueLocked(), false
+		// Copied under the lock: [sent, read) stays in the ring until
+		// acknowledged, and the TCP reader writes only past read.
+		out = protocol.AppendTunnelFrame(out[:0], &f, d1, d2)
 		c.mu.Unlock()
-		var err error
-		if out, err = protocol.AppendFrame(out[:0], &f); err == nil {
-			_, err = s.Write(out)
-		}
-		if err != nil {
+		if _, err := s.Write(out); err != nil {
 			c.streamFailed(g, fmt.Errorf("write: %w", err))
 			return
 		}
-		if len(f.Data) > 0 {
-			c.owner.bytesOut.Add(uint64(len(f.Data)))
-			c.m.met.bytesOut.Add(float64(len(f.Data)))
+		if n := len(d1) + len(d2); n > 0 {
+			c.owner.bytesOut.Add(uint64(n))
+			c.m.met.bytesOut.Add(float64(n))
 		}
 		c.mu.Lock()
 		finished := c.finishedLocked()
@@ -286,13 +285,12 @@ func (c *conn) finishedLocked() bool {
 
 // readLoop applies the peer's frames of stream generation g.
 func (c *conn) readLoop(g int, s network.Stream) {
-	fr := protocol.NewFrameReader(s, protocol.MaxTunnelFrame)
-	var f pb.TunnelFrame
+	fr := protocol.NewTunnelFrameReader(s)
+	var f protocol.TunnelFrameView
 	for {
-		f.Reset()
 		err := fr.Read(&f)
 		if err == nil {
-			err = protocol.CheckTunnelFrame(&f)
+			err = protocol.CheckTunnelFrameView(&f)
 		}
 		if err != nil {
 			if protocol.ReasonOf(err) != "" {
@@ -303,11 +301,11 @@ func (c *conn) readLoop(g int, s network.Stream) {
 			c.streamFailed(g, fmt.Errorf("read: %w", err))
 			return
 		}
-		if f.Reset_ {
-			c.abort(fmt.Errorf("peer reset the connection: %s", f.GetReason()), false)
+		if f.Reset {
+			c.abort(fmt.Errorf("peer reset the connection: %s", f.Reason), false)
 			return
 		}
-		if a := f.GetAck(); a > 0 {
+		if a := f.Ack; a > 0 {
 			if err := c.onAck(a); err != nil {
 				c.abort(err, true)
 				return
@@ -412,7 +410,7 @@ func (c *conn) streamFailed(g int, err error) {
 		c.finish()
 		return
 	}
-	c.broken = true
+	c.broken, c.brokenAt = true, c.m.now()
 	s := c.s
 	limited := c.limited
 	start := !c.recovering && c.connector
@@ -429,6 +427,9 @@ func (c *conn) streamFailed(g int, err error) {
 		c.m.awaitResume(c, g)
 	}
 }
+
+// resetWriteTimeout bounds the write of a reset frame.
+const resetWriteTimeout = 500 * time.Millisecond
 
 // abort ends the connection: both TCP connections close. With tell, the
 // peer is sent a reset frame first (best effort).
@@ -447,7 +448,7 @@ func (c *conn) abort(err error, tell bool) {
 	}
 	if s != nil {
 		if tell && !broken {
-			_ = s.SetWriteDeadline(time.Now().Add(time.Second))
+			_ = s.SetWriteDeadline(time.Now().Add(resetWriteTimeout))
 			_ = protocol.WriteFrame(s, &pb.TunnelFrame{Reset_: true, Reason: protocol.ShortDetail(err.Error())})
 			_ = s.Close()
 		} else {

@@ -306,9 +306,16 @@ func (m *Manager) Close() {
 		c.closed.Store(true)
 		_ = c.ln.Close()
 	}
+	// In parallel: each abort may wait up to its reset's write deadline.
+	var wg sync.WaitGroup
 	for _, c := range conns {
-		c.abort(errors.New("tunnels closed"), true)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.abort(errors.New("tunnels closed"), true)
+		}()
 	}
+	wg.Wait()
 	m.wg.Wait()
 }
 
@@ -833,38 +840,85 @@ func (m *Manager) recoverConn(c *conn, cause error) {
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.MigrateTimeout)
 	defer cancel()
 	c.mu.Lock()
-	recv := c.ackValueLocked()
 	wasLimited, relayedAt, relayedOut, relayedIn := c.limited, c.relayedAt, c.relayedOut, c.relayedIn
 	c.mu.Unlock()
-	s, resp, err := m.openStream(ctx, m.dial.OpenDirect, c.peer, &pb.TunnelOpen{Service: c.service, TunnelId: c.id[:], Resume: true, Received: recv})
-	if err == nil && resp.GetStatus() != pb.TunnelStatus_TUNNEL_OK {
-		err = &RefusedError{Status: resp.GetStatus(), Detail: resp.GetDetail()}
-		s.Reset()
-	}
-	if err == nil {
-		err = c.attach(s, resp.GetReceived())
-	}
-	if err == nil {
-		return
+	resume := func(open func(context.Context, peer.ID) (network.Stream, error), within time.Duration) error {
+		octx, ocancel := context.WithTimeout(ctx, within)
+		defer ocancel()
+		c.mu.Lock()
+		recv := c.ackValueLocked()
+		c.mu.Unlock()
+		s, resp, err := m.openStream(octx, open, c.peer, &pb.TunnelOpen{Service: c.service, TunnelId: c.id[:], Resume: true, Received: recv})
+		if err == nil && resp.GetStatus() != pb.TunnelStatus_TUNNEL_OK {
+			err = &RefusedError{Status: resp.GetStatus(), Detail: resp.GetDetail()}
+			s.Reset()
+		}
+		if err == nil {
+			err = c.attach(s, resp.GetReceived())
+		}
+		return err
 	}
 	c.mu.Lock()
-	broken := c.broken
-	c.recovering = false
+	last := c.recircuited
+	c.mu.Unlock()
+	var err error
+	for {
+		if err = resume(m.dial.OpenDirect, m.cfg.MigrateTimeout); err == nil {
+			return
+		}
+		c.mu.Lock()
+		broken := c.broken
+		c.mu.Unlock()
+		// Once the connection had its second circuit, wait for hole
+		// punching in progress until the migration deadline.
+		if !broken || !last || !wasLimited {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	c.mu.Lock()
+	broken, again := c.broken, !c.recircuited && wasLimited && c.broken
+	if again {
+		c.recircuited = true
+	}
+	c.mu.Unlock()
 	if !broken {
 		// A migration attempt while the relayed stream still works: keep
 		// it; the next direct connection tries again.
+		c.mu.Lock()
+		c.recovering = false
 		c.mu.Unlock()
 		m.log.Debug("tunnel connection stays relayed", "id", c.idString(), "err", err)
 		return
 	}
-	sent, recvd := c.sent, c.recv
+	if again {
+		// The relay cut the circuit before hole punching made a direct
+		// connection (a fast transfer spends 128 KiB in milliseconds):
+		// once per connection, a fresh circuit gives hole punching
+		// another chance; the relay's budget holds per circuit.
+		rerr := resume(m.dial.Open, m.cfg.OpenTimeout)
+		if rerr == nil {
+			m.log.Info("tunnel connection resumed on a new relayed circuit", "id", c.idString(), "remote", c.peer.ShortString())
+			return
+		}
+		err = fmt.Errorf("%v; again through the relay: %v", err, rerr)
+	}
+	c.mu.Lock()
+	c.recovering = false
+	sent, recvd, brokenAt := c.sent, c.recv, c.brokenAt
+	relayedAt, relayedOut, relayedIn = c.relayedAt, c.relayedOut, c.relayedIn
 	c.mu.Unlock()
 	var why error
 	if wasLimited {
 		m.met.relayCuts.Inc()
 		c.owner.relayCuts.Add(1)
 		why = fmt.Errorf("%w after %v, %d bytes sent and %d received on it (the relay's circuit limit; overlayd supernodes default to %s) and no direct connection could be made: %v (stream: %v)",
-			ErrRelayCut, m.now().Sub(relayedAt).Round(time.Millisecond), sent-relayedOut, recvd-relayedIn, RelayLimitText, err, cause)
+			ErrRelayCut, brokenAt.Sub(relayedAt).Round(time.Millisecond), sent-relayedOut, recvd-relayedIn, RelayLimitText, err, cause)
 	} else {
 		why = fmt.Errorf("stream lost (%v) and not resumed: %v", cause, err)
 	}

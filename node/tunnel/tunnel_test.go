@@ -514,7 +514,13 @@ func TestTunnelRelayCutReported(t *testing.T) {
 	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
 		t.Fatal(err)
 	}
-	cutStream(t, b) // as the relay's limit would
+	cutStream(t, b) // as the relay's limit would: once, it resumes on a new circuit
+	waitFor(t, "the connection resumes on a new circuit", func() bool { return b.List().Connects[0].Migrations == 1 })
+	_, _ = c.Write([]byte("y"))
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatalf("after the first cut: %v", err)
+	}
+	cutStream(t, b) // twice: no more circuits
 	if n, err := c.Read(make([]byte, 1)); err == nil {
 		t.Fatalf("read %d bytes after the cut", n)
 	}
