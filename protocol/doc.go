@@ -787,7 +787,9 @@
 // ack value}; it then drops the old stream. Each side resends from the other's
 // received offset (or from what the other acknowledged since, if more) out of
 // its retained bytes, so neither TCP connection sees the move. The exposing
-// side keeps a connection whose stream failed 30 s for a resume; the
-// connecting side tries for 15 s and otherwise closes both ends, reporting a
-// relay cut when the stream was relayed.
+// side keeps a connection whose stream failed 30 s for a resume. When the
+// failed stream was relayed and no direct connection can be opened, the
+// connecting side may resume once on a new relayed connection (any path is
+// allowed for a resume); after that it tries direct connections for 15 s and
+// otherwise closes both ends, reporting a relay cut.
 package protocol
