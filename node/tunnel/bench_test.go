@@ -89,3 +89,44 @@ func BenchmarkThroughput(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkRoundTrip is one 64-byte request and its echo per op on one
+// open connection: plain TCP, a bare libp2p stream, a tunnel. The
+// difference is the latency a tunnel adds.
+func BenchmarkRoundTrip(b *testing.B) {
+	msg := randomBytes(64)
+	run := func(b *testing.B, c io.ReadWriter) {
+		buf := make([]byte, len(msg))
+		for b.Loop() {
+			if _, err := c.Write(msg); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := io.ReadFull(c, buf); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("tcp", func(b *testing.B) {
+		ln := listen(b)
+		echoServer(b, ln)
+		run(b, dial(b, ln.Addr().String()))
+	})
+	b.Run("libp2p-stream", func(b *testing.B) {
+		ha, hb := newHost(b), newHost(b)
+		connectHosts(b, hb, ha)
+		ha.SetStreamHandler("/echo/1", func(s network.Stream) { defer s.Close(); _, _ = io.Copy(s, s) })
+		s, err := hb.NewStream(context.Background(), ha.ID(), "/echo/1")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Close() })
+		run(b, s)
+	})
+	b.Run("tunnel", func(b *testing.B) {
+		p := newPair(b, Config{})
+		ln := listen(b)
+		echoServer(b, ln)
+		tc := p.expose(b, ln.Addr().String())
+		run(b, dial(b, tc.Listen))
+	})
+}
