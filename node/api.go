@@ -32,6 +32,7 @@ import (
 //	GET  /v1/groups/{group}/members    GroupMembers
 //	GET  /v1/listen                    stream of Inbound, one JSON per line
 //	POST /v1/ping                      PingRequest → PingResponse
+//	GET  /v1/tunnels                   Tunnels (and the routes of tunnel.go)
 //	POST /v1/promote                   CertRequest (a certificate) → Status
 //	POST /v1/demote                    {} → Status
 //	POST /v1/revoke                    CertRequest (a revocation) → RevokeResponse
@@ -52,6 +53,7 @@ func (n *Node) startAPI(ctx context.Context) error {
 	get("/v1/ring", func() any { return n.RingInfo() })
 	n.messagingRoutes(mux)
 	mux.HandleFunc("POST /v1/ping", n.servePing)
+	n.tunnelRoutes(mux)
 	mux.HandleFunc("POST /v1/promote", n.servePromote)
 	mux.HandleFunc("POST /v1/demote", n.serveDemote)
 	mux.HandleFunc("POST /v1/revoke", n.serveRevoke)

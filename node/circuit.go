@@ -82,6 +82,12 @@ func relayLimitsFor(c Config, attached int) relayLimits {
 func relayResources(c Config, l relayLimits) relay.Resources {
 	r := relay.DefaultResources()
 	r.Limit = &relay.RelayLimit{Duration: relayCircuitDuration, Data: relayCircuitData}
+	if c.RelayCircuitData > 0 {
+		r.Limit.Data = c.RelayCircuitData
+	}
+	if c.RelayCircuitDuration > 0 {
+		r.Limit.Duration = c.RelayCircuitDuration
+	}
 	r.ReservationTTL = relayReservationTTL
 	r.MaxReservations = l.reservations
 	r.MaxCircuits = relayCircuitsPerPeer

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/overlayd/overlayd/node/role"
+	"github.com/overlayd/overlayd/node/tunnel"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
@@ -142,6 +143,23 @@ type Config struct {
 	// StoreMaxBytes bounds a supernode's on-disk store (<DataDir>/store.db:
 	// offline messages and replay logs), in bytes. Default 1 GiB.
 	StoreMaxBytes int64 `yaml:"store-max-bytes"`
+	// TunnelWindow is the flow-control window of a tunnel connection, in
+	// bytes: the most each side holds unacknowledged, its memory per
+	// connection (0: node/tunnel's default, 1 MiB).
+	TunnelWindow int `yaml:"tunnel-window"`
+	// TunnelMaxConns bounds the open tunnel connections, both sides, and
+	// those of one service or one connect listener (0: 256 in all, 64
+	// each).
+	TunnelMaxConns int `yaml:"tunnel-max-conns"`
+	// TunnelIdleTimeout closes a tunnel connection idle that long (0: 10
+	// minutes).
+	TunnelIdleTimeout time.Duration `yaml:"tunnel-idle-timeout"`
+	// RelayCircuitData and RelayCircuitDuration are a supernode's budget
+	// per relayed circuit: bytes per direction and lifetime, after which
+	// the relay cuts the circuit (0: 128 KiB and 2 minutes). Tunnels move
+	// to a direct connection before or when a circuit is cut.
+	RelayCircuitData     int64         `yaml:"relay-circuit-data"`
+	RelayCircuitDuration time.Duration `yaml:"relay-circuit-duration"`
 	// APIListen is where the local API listens: "" for the unix socket in
 	// DataDir, a loopback host:port for TCP guarded by a bearer token kept
 	// in DataDir, or "off".
@@ -303,6 +321,21 @@ func (c *Config) Validate() error {
 	}
 	if c.SupernodeCert != "" && !c.Certified() {
 		return cfgErr("--supernode-cert", c.SupernodeCert, "needs a certified network (--operator-pubkey, and not --network-mode open)")
+	}
+	if c.TunnelWindow != 0 && (c.TunnelWindow < tunnel.MinWindow || c.TunnelWindow > tunnel.MaxWindow) {
+		return cfgErr("--tunnel-window", fmt.Sprint(c.TunnelWindow), "must be 0 (default) or within [%d, %d]", tunnel.MinWindow, tunnel.MaxWindow)
+	}
+	if c.TunnelMaxConns < 0 || c.TunnelMaxConns > 100_000 {
+		return cfgErr("--tunnel-max-conns", fmt.Sprint(c.TunnelMaxConns), "must be within [0, 100000]")
+	}
+	if c.TunnelIdleTimeout < 0 {
+		return cfgErr("--tunnel-idle-timeout", c.TunnelIdleTimeout.String(), "must not be negative")
+	}
+	if c.RelayCircuitData < 0 || c.RelayCircuitData > 1<<40 {
+		return cfgErr("--relay-circuit-data", fmt.Sprint(c.RelayCircuitData), "must be within [0, 1 TiB]")
+	}
+	if c.RelayCircuitDuration < 0 || c.RelayCircuitDuration > 24*time.Hour {
+		return cfgErr("--relay-circuit-duration", c.RelayCircuitDuration.String(), "must be within [0, 24h]")
 	}
 	if c.ConnsPerIP < 1 || c.ConnsPerIP > 1_000_000 {
 		return cfgErr("--conns-per-ip", fmt.Sprint(c.ConnsPerIP), "must be within [1, 1000000]")

@@ -25,6 +25,7 @@ import (
 
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/node/tunnel"
 	"github.com/overlayd/overlayd/overlay/backoff"
 	"github.com/overlayd/overlayd/overlay/directory"
 	"github.com/overlayd/overlayd/overlay/ring"
@@ -89,8 +90,9 @@ type Node struct {
 	engine    *fanout.Engine
 	// writers writes the sessions' outboxes; closed after admission.
 	writers   *fanout.Writers
-	store     *store.Store   // a supernode's replay logs and offline messages; closed last
-	client    *client.Client // ordinary and auto nodes; nil on a pinned supernode
+	store     *store.Store    // a supernode's replay logs and offline messages; closed last
+	client    *client.Client  // ordinary and auto nodes; nil on a pinned supernode
+	tunnels   *tunnel.Manager // exposed services and connect listeners (tunnel.go)
 	bootstrap []peer.AddrInfo
 	m         *metrics
 	apiSrv    *http.Server
@@ -379,6 +381,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("%s: %w", groupStateFile, err)
 		}
 	}
+	if err := n.startTunnels(); err != nil {
+		return err
+	}
 	if n.cfg.APIListen != APIOff {
 		if err := n.startAPI(ctx); err != nil {
 			return err
@@ -467,6 +472,9 @@ func (n *Node) Close() error {
 	}
 	if n.metricSrv != nil {
 		errs = append(errs, n.metricSrv.Shutdown(ctx))
+	}
+	if n.tunnels != nil {
+		n.tunnels.Close()
 	}
 	cancel()
 	n.wg.Wait()

@@ -22,9 +22,10 @@
 //	/overlayd/relay/1.0.0     stream     supernode -> supernode in its directory  MaxRelayFrame        overlayd.relay
 //	/overlayd/lookup/1.0.0    stream     supernode -> supernode in its directory  MaxLookupFrame       overlayd.lookup
 //	/overlayd/locate/1.0.0    stream     attached client -> its own supernode     MaxLocateFrame       overlayd.locate
+//	/overlayd/tunnel/1.0.0    stream     any peer -> a peer exposing a service    MaxTunnelFrame       overlayd.tunnel
 //
 // The IDs are [DirectoryTopic], [RevocationTopic], [AttachID], [RelayID],
-// [LookupID] and [LocateID]. The resource-manager service names are declared
+// [LookupID], [LocateID] and [TunnelID]. The resource-manager service names are declared
 // next to the handlers that set them: supernode.AttachService,
 // supernode.RelayService, supernode.LookupService and supernode.LocateService.
 //
@@ -724,4 +725,71 @@
 // addresses or those its directory holds for location. The client gives the
 // exchange 8 s, skips addresses that do not decode, and uses its own
 // directory's addresses for location when none remain.
+//
+// # Tunnel
+//
+// A peer carries one TCP connection to a service another peer exposes on one
+// [TunnelID] stream at a time (node/tunnel implements both sides). The
+// connecting side opens the stream, on a relayed (limited) connection if that
+// is all it has, and the exchange is:
+//
+//	connecting side                        exposing side
+//	TunnelOpen{service, tunnel_id}     ->
+//	                                   <-  TunnelOpenResponse{status, detail}
+//	(on TUNNEL_OK) TunnelFrame ...    <->  TunnelFrame ...
+//
+// Frames are varint-length-prefixed as everywhere; TunnelOpen and
+// TunnelOpenResponse are at most [MaxTunnelOpenFrame] bytes and are read
+// without reading ahead (the frames after an answer belong to the data
+// reader); a TunnelFrame is at most [MaxTunnelFrame] bytes and carries at most
+// [MaxTunnelData] bytes of data. service is 1 to [MaxTunnelServiceName] bytes
+// of letters, digits, '-', '_' and '.'; tunnel_id is [TunnelIDLen] bytes from
+// crypto/rand, chosen by the connecting side ([CheckTunnelOpen]).
+//
+// The exposing side sets service overlayd.tunnel, reserves [MaxTunnelFrame]
+// bytes (reset if refused), gives the request a 10 s deadline and answers, in
+// this order: TUNNEL_BAD_REQUEST for a request that does not decode or check;
+// TUNNEL_NO_SUCH_SERVICE; TUNNEL_REFUSED when the stream's authenticated
+// remote peer (the connection's, never a field of the request) is not on the
+// service's allow-list; TUNNEL_BUSY at the service's or the node's connection
+// bound; TUNNEL_UNAVAILABLE when its dial of the service's local address fails.
+// Nothing is dialled, and no byte reaches the service, before the allow-list
+// check passes. Every answer but TUNNEL_OK is followed by the end of the
+// stream; detail is at most [MaxTunnelDetail] bytes.
+//
+// After TUNNEL_OK both sides send TunnelFrames. Each direction is a byte
+// stream numbered from 0; a frame's data starts at offset. ack is cumulative:
+// the bytes of the other direction received and written to the local TCP
+// connection, plus one once the peer's close_write was applied (0: no
+// acknowledgement in this frame). A sender keeps every byte until it is
+// acknowledged and never has more than its window (1 MiB by default)
+// unacknowledged: a slow reader on one end holds back the acknowledgements and
+// so the writer on the other. A receiver acknowledges at least every
+// [MaxTunnelData] bytes (a window is at least four times that, so the windows
+// of the two sides need not match) and at once after a close_write. close_write says the sender's TCP
+// side ended after offset+len(data) bytes (its receiver half-closes its own
+// TCP connection, CloseWrite); reset aborts the connection (both TCP
+// connections close) with a reason of at most [MaxTunnelDetail] bytes. A
+// frame whose offset is beyond what the receiver has (a gap), data after a
+// close_write, or an ack beyond what was sent, resets the connection. Data
+// below what the receiver has is dropped (a resent frame). A side whose
+// close_write was acknowledged and which applied and acknowledged the peer's
+// closes the stream; the connection is over.
+//
+// Resume. The connecting side may move a connection to a new stream: when a
+// direct connection to the peer appears while the stream runs on a relayed
+// one, or when the stream fails (the relay's circuit limit, a reset). It opens
+// a stream on a direct connection only and sends TunnelOpen{service,
+// tunnel_id, resume: true, received}, received being its ack value. The
+// exposing side answers TUNNEL_NO_SUCH_TUNNEL unless it holds a connection of
+// that tunnel_id opened by the same authenticated peer, TUNNEL_BAD_REQUEST if
+// received is beyond what it sent, and otherwise TUNNEL_OK{received: its own
+// ack value}; it then drops the old stream. Each side resends from the other's
+// received offset (or from what the other acknowledged since, if more) out of
+// its retained bytes, so neither TCP connection sees the move. The exposing
+// side keeps a connection whose stream failed 30 s for a resume. When the
+// failed stream was relayed and no direct connection can be opened, the
+// connecting side may resume once on a new relayed connection (any path is
+// allowed for a resume); after that it tries direct connections for 15 s and
+// otherwise closes both ends, reporting a relay cut.
 package protocol

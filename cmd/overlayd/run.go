@@ -65,6 +65,11 @@ func runCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-format", Usage: "text or json", Value: d.LogFormat, EnvVars: []string{"OVERLAYD_LOG_FORMAT"}},
 			&cli.StringFlag{Name: "metrics-listen", Usage: "host:port for Prometheus /metrics (off when empty; loopback only unless --metrics-public)", EnvVars: []string{"OVERLAYD_METRICS_LISTEN"}},
 			&cli.BoolFlag{Name: "metrics-public", Usage: "allow --metrics-listen on a non-loopback address", EnvVars: []string{"OVERLAYD_METRICS_PUBLIC"}},
+			&cli.IntFlag{Name: "tunnel-window", Usage: "tunnels: flow-control window per connection and side, in bytes (0: 1 MiB)", EnvVars: []string{"OVERLAYD_TUNNEL_WINDOW"}},
+			&cli.IntFlag{Name: "tunnel-max-conns", Usage: "tunnels: most open connections, both sides (0: 256; 64 per service or connect)", EnvVars: []string{"OVERLAYD_TUNNEL_MAX_CONNS"}},
+			&cli.DurationFlag{Name: "tunnel-idle-timeout", Usage: "tunnels: close a connection idle this long (0: 10m)", EnvVars: []string{"OVERLAYD_TUNNEL_IDLE_TIMEOUT"}},
+			&cli.Int64Flag{Name: "relay-circuit-data", Usage: "supernode: bytes per direction a relayed circuit may carry before the relay cuts it (0: 128 KiB)", EnvVars: []string{"OVERLAYD_RELAY_CIRCUIT_DATA"}},
+			&cli.DurationFlag{Name: "relay-circuit-duration", Usage: "supernode: lifetime of a relayed circuit (0: 2m)", EnvVars: []string{"OVERLAYD_RELAY_CIRCUIT_DURATION"}},
 			&cli.StringFlag{Name: "api-listen", Usage: "local API: empty for the unix socket in the data dir, a loopback host:port for TCP with a token, or off", EnvVars: []string{"OVERLAYD_API_LISTEN"}},
 		},
 		Action: func(c *cli.Context) error {
@@ -134,5 +139,10 @@ func configFrom(c *cli.Context) (node.Config, error) {
 	set("metrics-listen", func() { cfg.MetricsListen = c.String("metrics-listen") })
 	set("metrics-public", func() { cfg.MetricsPublic = c.Bool("metrics-public") })
 	set("api-listen", func() { cfg.APIListen = c.String("api-listen") })
+	set("tunnel-window", func() { cfg.TunnelWindow = c.Int("tunnel-window") })
+	set("tunnel-max-conns", func() { cfg.TunnelMaxConns = c.Int("tunnel-max-conns") })
+	set("tunnel-idle-timeout", func() { cfg.TunnelIdleTimeout = c.Duration("tunnel-idle-timeout") })
+	set("relay-circuit-data", func() { cfg.RelayCircuitData = c.Int64("relay-circuit-data") })
+	set("relay-circuit-duration", func() { cfg.RelayCircuitDuration = c.Duration("relay-circuit-duration") })
 	return cfg, cfg.Validate()
 }

@@ -322,3 +322,37 @@ func answerError(resp *http.Response) error {
 	}
 	return &Error{Status: resp.StatusCode, Message: msg}
 }
+
+// Tunnels lists this node's exposed services and connect listeners:
+// GET /v1/tunnels.
+func (c *Client) Tunnels(ctx context.Context) (Tunnels, error) {
+	var r Tunnels
+	return r, c.get(ctx, "/v1/tunnels", &r)
+}
+
+// Expose makes a local TCP service reachable by name by the peers req
+// allows: POST /v1/tunnels/expose.
+func (c *Client) Expose(ctx context.Context, req ExposeRequest) (ExposedService, error) {
+	var r ExposedService
+	return r, c.post(ctx, "/v1/tunnels/expose", req, &r)
+}
+
+// Unexpose stops exposing the service name and closes its open
+// connections: POST /v1/tunnels/unexpose.
+func (c *Client) Unexpose(ctx context.Context, name string) error {
+	return c.post(ctx, "/v1/tunnels/unexpose", UnexposeRequest{Name: name}, nil)
+}
+
+// Connect opens a local listener whose connections are carried to a
+// service another peer exposes, and returns it with the address it
+// listens on: POST /v1/tunnels/connect.
+func (c *Client) Connect(ctx context.Context, req ConnectRequest) (TunnelConnect, error) {
+	var r TunnelConnect
+	return r, c.post(ctx, "/v1/tunnels/connect", req, &r)
+}
+
+// Disconnect closes the connect listener on listen and its open
+// connections: POST /v1/tunnels/disconnect.
+func (c *Client) Disconnect(ctx context.Context, listen string) error {
+	return c.post(ctx, "/v1/tunnels/disconnect", DisconnectRequest{Listen: listen}, nil)
+}

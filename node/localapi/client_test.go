@@ -37,6 +37,11 @@ var routes = []string{
 	"POST /v1/promote",
 	"POST /v1/demote",
 	"POST /v1/revoke",
+	"GET /v1/tunnels",
+	"POST /v1/tunnels/expose",
+	"POST /v1/tunnels/unexpose",
+	"POST /v1/tunnels/connect",
+	"POST /v1/tunnels/disconnect",
 }
 
 // request is what the fake daemon saw of one request.
@@ -165,6 +170,30 @@ func TestClientRoutes(t *testing.T) {
 			want:   localapi.PingResponse{Peer: peerID, Path: "relayed", Relay: "s1", RTTMs: []float64{1.5, 2}, BecameDirect: true, DirectRTTMs: []float64{0.5}},
 			call: func(ctx context.Context, c *localapi.Client) (any, error) {
 				return c.Ping(ctx, localapi.PingRequest{Peer: peerID, Count: 3, WaitMs: 1500})
+			}},
+		{name: "tunnels", pattern: "GET /v1/tunnels", path: "/v1/tunnels",
+			answer: localapi.Tunnels{Window: 1 << 20, Exposed: []localapi.ExposedService{{Name: "web", Target: "127.0.0.1:8080", AllowAny: true}}},
+			want:   localapi.Tunnels{Window: 1 << 20, Exposed: []localapi.ExposedService{{Name: "web", Target: "127.0.0.1:8080", AllowAny: true}}},
+			call:   func(ctx context.Context, c *localapi.Client) (any, error) { return c.Tunnels(ctx) }},
+		{name: "expose", pattern: "POST /v1/tunnels/expose", path: "/v1/tunnels/expose", body: `{"name":"web","target":"127.0.0.1:8080","allow":["p1"]}`,
+			answer: localapi.ExposedService{Name: "web", Target: "127.0.0.1:8080", Allow: []string{"p1"}},
+			want:   localapi.ExposedService{Name: "web", Target: "127.0.0.1:8080", Allow: []string{"p1"}},
+			call: func(ctx context.Context, c *localapi.Client) (any, error) {
+				return c.Expose(ctx, localapi.ExposeRequest{Name: "web", Target: "127.0.0.1:8080", Allow: []string{"p1"}})
+			}},
+		{name: "unexpose", pattern: "POST /v1/tunnels/unexpose", path: "/v1/tunnels/unexpose", body: `{"name":"web"}`,
+			answer: struct{}{}, wantNone: true,
+			call: func(ctx context.Context, c *localapi.Client) (any, error) { return nil, c.Unexpose(ctx, "web") }},
+		{name: "connect", pattern: "POST /v1/tunnels/connect", path: "/v1/tunnels/connect", body: `{"peer":"p1","service":"web","listen":"127.0.0.1:0"}`,
+			answer: localapi.TunnelConnect{Listen: "127.0.0.1:9090", Peer: "p1", Service: "web"},
+			want:   localapi.TunnelConnect{Listen: "127.0.0.1:9090", Peer: "p1", Service: "web"},
+			call: func(ctx context.Context, c *localapi.Client) (any, error) {
+				return c.Connect(ctx, localapi.ConnectRequest{Peer: "p1", Service: "web", Listen: "127.0.0.1:0"})
+			}},
+		{name: "disconnect", pattern: "POST /v1/tunnels/disconnect", path: "/v1/tunnels/disconnect", body: `{"listen":"127.0.0.1:9090"}`,
+			answer: struct{}{}, wantNone: true,
+			call: func(ctx context.Context, c *localapi.Client) (any, error) {
+				return nil, c.Disconnect(ctx, "127.0.0.1:9090")
 			}},
 		{name: "promote", pattern: "POST /v1/promote", path: "/v1/promote", body: `{"blob":"CERT"}`,
 			answer: status, want: status,

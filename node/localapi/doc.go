@@ -24,6 +24,11 @@
 //	POST   /v1/promote                    CertRequest  Status           Promote
 //	POST   /v1/demote                     {}           Status           Demote
 //	POST   /v1/revoke                     CertRequest  RevokeResponse   Revoke
+//	GET    /v1/tunnels                    -                  Tunnels         Tunnels
+//	POST   /v1/tunnels/expose             ExposeRequest      ExposedService  Expose
+//	POST   /v1/tunnels/unexpose           UnexposeRequest    {}              Unexpose
+//	POST   /v1/tunnels/connect            ConnectRequest     TunnelConnect   Connect
+//	POST   /v1/tunnels/disconnect         DisconnectRequest  {}              Disconnect
 //
 // GET /v1/groups lists the joined groups. {group} is the group name as one
 // path segment, escaped (a name with '/' or a space is fine; "", "." and

@@ -79,6 +79,77 @@ func (Role) EnumDescriptor() ([]byte, []int) {
 	return file_pb_overlayd_proto_rawDescGZIP(), []int{0}
 }
 
+// TunnelStatus answers a TunnelOpen.
+type TunnelStatus int32
+
+const (
+	TunnelStatus_TUNNEL_STATUS_UNSPECIFIED TunnelStatus = 0
+	TunnelStatus_TUNNEL_OK                 TunnelStatus = 1
+	// The asking peer is not on the service's allow-list.
+	TunnelStatus_TUNNEL_REFUSED         TunnelStatus = 2
+	TunnelStatus_TUNNEL_NO_SUCH_SERVICE TunnelStatus = 3
+	// The service is at its connection limit, or the peer at its own.
+	TunnelStatus_TUNNEL_BUSY TunnelStatus = 4
+	// The exposing peer could not reach the service's local address.
+	TunnelStatus_TUNNEL_UNAVAILABLE TunnelStatus = 5
+	// A resume named a connection the exposing peer does not hold (any
+	// more), or one that belongs to another peer.
+	TunnelStatus_TUNNEL_NO_SUCH_TUNNEL TunnelStatus = 6
+	// The request is malformed.
+	TunnelStatus_TUNNEL_BAD_REQUEST TunnelStatus = 7
+)
+
+// Enum value maps for TunnelStatus.
+var (
+	TunnelStatus_name = map[int32]string{
+		0: "TUNNEL_STATUS_UNSPECIFIED",
+		1: "TUNNEL_OK",
+		2: "TUNNEL_REFUSED",
+		3: "TUNNEL_NO_SUCH_SERVICE",
+		4: "TUNNEL_BUSY",
+		5: "TUNNEL_UNAVAILABLE",
+		6: "TUNNEL_NO_SUCH_TUNNEL",
+		7: "TUNNEL_BAD_REQUEST",
+	}
+	TunnelStatus_value = map[string]int32{
+		"TUNNEL_STATUS_UNSPECIFIED": 0,
+		"TUNNEL_OK":                 1,
+		"TUNNEL_REFUSED":            2,
+		"TUNNEL_NO_SUCH_SERVICE":    3,
+		"TUNNEL_BUSY":               4,
+		"TUNNEL_UNAVAILABLE":        5,
+		"TUNNEL_NO_SUCH_TUNNEL":     6,
+		"TUNNEL_BAD_REQUEST":        7,
+	}
+)
+
+func (x TunnelStatus) Enum() *TunnelStatus {
+	p := new(TunnelStatus)
+	*p = x
+	return p
+}
+
+func (x TunnelStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TunnelStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_pb_overlayd_proto_enumTypes[1].Descriptor()
+}
+
+func (TunnelStatus) Type() protoreflect.EnumType {
+	return &file_pb_overlayd_proto_enumTypes[1]
+}
+
+func (x TunnelStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TunnelStatus.Descriptor instead.
+func (TunnelStatus) EnumDescriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{1}
+}
+
 // Why the client attaches: to start, after losing its supernode, or to
 // move back to its home cluster. Informational (metrics).
 type AttachRequest_Reason int32
@@ -117,11 +188,11 @@ func (x AttachRequest_Reason) String() string {
 }
 
 func (AttachRequest_Reason) Descriptor() protoreflect.EnumDescriptor {
-	return file_pb_overlayd_proto_enumTypes[1].Descriptor()
+	return file_pb_overlayd_proto_enumTypes[2].Descriptor()
 }
 
 func (AttachRequest_Reason) Type() protoreflect.EnumType {
-	return &file_pb_overlayd_proto_enumTypes[1]
+	return &file_pb_overlayd_proto_enumTypes[2]
 }
 
 func (x AttachRequest_Reason) Number() protoreflect.EnumNumber {
@@ -173,11 +244,11 @@ func (x AttachResponse_Status) String() string {
 }
 
 func (AttachResponse_Status) Descriptor() protoreflect.EnumDescriptor {
-	return file_pb_overlayd_proto_enumTypes[2].Descriptor()
+	return file_pb_overlayd_proto_enumTypes[3].Descriptor()
 }
 
 func (AttachResponse_Status) Type() protoreflect.EnumType {
-	return &file_pb_overlayd_proto_enumTypes[2]
+	return &file_pb_overlayd_proto_enumTypes[3]
 }
 
 func (x AttachResponse_Status) Number() protoreflect.EnumNumber {
@@ -246,11 +317,11 @@ func (x Result_Status) String() string {
 }
 
 func (Result_Status) Descriptor() protoreflect.EnumDescriptor {
-	return file_pb_overlayd_proto_enumTypes[3].Descriptor()
+	return file_pb_overlayd_proto_enumTypes[4].Descriptor()
 }
 
 func (Result_Status) Type() protoreflect.EnumType {
-	return &file_pb_overlayd_proto_enumTypes[3]
+	return &file_pb_overlayd_proto_enumTypes[4]
 }
 
 func (x Result_Status) Number() protoreflect.EnumNumber {
@@ -3465,6 +3536,243 @@ func (x *Detach) GetSpreadMs() uint32 {
 	return 0
 }
 
+// TunnelOpen is the first frame of a tunnel stream (protocol.TunnelID),
+// from the connecting peer. A new connection names the service; a resume
+// (resume = true) moves an existing connection, named by tunnel_id, to
+// this stream.
+type TunnelOpen struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The service's name, 1 to protocol.MaxTunnelServiceName bytes.
+	Service string `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	// The connection's ID, protocol.TunnelIDLen bytes from crypto/rand,
+	// chosen by the connecting peer for a new connection.
+	TunnelId []byte `protobuf:"bytes,2,opt,name=tunnel_id,json=tunnelId,proto3" json:"tunnel_id,omitempty"`
+	Resume   bool   `protobuf:"varint,3,opt,name=resume,proto3" json:"resume,omitempty"`
+	// On a resume: how many bytes of the exposing side's stream the
+	// connecting side has received (+1 once it received the close-write),
+	// the offset the exposing side resends from.
+	Received      uint64 `protobuf:"varint,4,opt,name=received,proto3" json:"received,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TunnelOpen) Reset() {
+	*x = TunnelOpen{}
+	mi := &file_pb_overlayd_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TunnelOpen) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TunnelOpen) ProtoMessage() {}
+
+func (x *TunnelOpen) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TunnelOpen.ProtoReflect.Descriptor instead.
+func (*TunnelOpen) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *TunnelOpen) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *TunnelOpen) GetTunnelId() []byte {
+	if x != nil {
+		return x.TunnelId
+	}
+	return nil
+}
+
+func (x *TunnelOpen) GetResume() bool {
+	if x != nil {
+		return x.Resume
+	}
+	return false
+}
+
+func (x *TunnelOpen) GetReceived() uint64 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+// TunnelOpenResponse answers a TunnelOpen. Only TUNNEL_OK is followed by
+// TunnelFrames; any other status ends the stream.
+type TunnelOpenResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status TunnelStatus           `protobuf:"varint,1,opt,name=status,proto3,enum=overlayd.v1.TunnelStatus" json:"status,omitempty"`
+	// Why, for a person; at most protocol.MaxTunnelDetail bytes.
+	Detail string `protobuf:"bytes,2,opt,name=detail,proto3" json:"detail,omitempty"`
+	// On a resumed OK: how many bytes of the connecting side's stream the
+	// exposing side has received (+1 after its close-write).
+	Received      uint64 `protobuf:"varint,3,opt,name=received,proto3" json:"received,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TunnelOpenResponse) Reset() {
+	*x = TunnelOpenResponse{}
+	mi := &file_pb_overlayd_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TunnelOpenResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TunnelOpenResponse) ProtoMessage() {}
+
+func (x *TunnelOpenResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TunnelOpenResponse.ProtoReflect.Descriptor instead.
+func (*TunnelOpenResponse) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *TunnelOpenResponse) GetStatus() TunnelStatus {
+	if x != nil {
+		return x.Status
+	}
+	return TunnelStatus_TUNNEL_STATUS_UNSPECIFIED
+}
+
+func (x *TunnelOpenResponse) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *TunnelOpenResponse) GetReceived() uint64 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+// TunnelFrame carries a tunnel connection's bytes and acknowledgements,
+// both ways, after TUNNEL_OK.
+type TunnelFrame struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stream offset of data's first byte.
+	Offset uint64 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	// At most protocol.MaxTunnelData bytes.
+	Data []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	// The sender's TCP side ended (FIN) after offset + len(data) bytes.
+	CloseWrite bool `protobuf:"varint,3,opt,name=close_write,json=closeWrite,proto3" json:"close_write,omitempty"`
+	// Cumulative: bytes of the other side's stream received and written to
+	// the local TCP connection, +1 once the close-write was applied. 0
+	// means no acknowledgement in this frame.
+	Ack uint64 `protobuf:"varint,4,opt,name=ack,proto3" json:"ack,omitempty"`
+	// The connection is aborted: both sides close their TCP connections.
+	Reset_ bool `protobuf:"varint,5,opt,name=reset,proto3" json:"reset,omitempty"`
+	// Why, with reset; at most protocol.MaxTunnelDetail bytes.
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TunnelFrame) Reset() {
+	*x = TunnelFrame{}
+	mi := &file_pb_overlayd_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TunnelFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TunnelFrame) ProtoMessage() {}
+
+func (x *TunnelFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TunnelFrame.ProtoReflect.Descriptor instead.
+func (*TunnelFrame) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *TunnelFrame) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *TunnelFrame) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *TunnelFrame) GetCloseWrite() bool {
+	if x != nil {
+		return x.CloseWrite
+	}
+	return false
+}
+
+func (x *TunnelFrame) GetAck() uint64 {
+	if x != nil {
+		return x.Ack
+	}
+	return 0
+}
+
+func (x *TunnelFrame) GetReset_() bool {
+	if x != nil {
+		return x.Reset_
+	}
+	return false
+}
+
+func (x *TunnelFrame) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_pb_overlayd_proto protoreflect.FileDescriptor
 
 const file_pb_overlayd_proto_rawDesc = "" +
@@ -3723,11 +4031,38 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x06Detach\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12:\n" +
 	"\falternatives\x18\x02 \x03(\v2\x16.overlayd.v1.PeerAddrsR\falternatives\x12\x1b\n" +
-	"\tspread_ms\x18\x03 \x01(\rR\bspreadMs*?\n" +
+	"\tspread_ms\x18\x03 \x01(\rR\bspreadMs\"w\n" +
+	"\n" +
+	"TunnelOpen\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1b\n" +
+	"\ttunnel_id\x18\x02 \x01(\fR\btunnelId\x12\x16\n" +
+	"\x06resume\x18\x03 \x01(\bR\x06resume\x12\x1a\n" +
+	"\breceived\x18\x04 \x01(\x04R\breceived\"{\n" +
+	"\x12TunnelOpenResponse\x121\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x19.overlayd.v1.TunnelStatusR\x06status\x12\x16\n" +
+	"\x06detail\x18\x02 \x01(\tR\x06detail\x12\x1a\n" +
+	"\breceived\x18\x03 \x01(\x04R\breceived\"\x9a\x01\n" +
+	"\vTunnelFrame\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1f\n" +
+	"\vclose_write\x18\x03 \x01(\bR\n" +
+	"closeWrite\x12\x10\n" +
+	"\x03ack\x18\x04 \x01(\x04R\x03ack\x12\x14\n" +
+	"\x05reset\x18\x05 \x01(\bR\x05reset\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason*?\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eROLE_SUPERNODE\x10\x01\x12\r\n" +
-	"\tROLE_MEGA\x10\x02B*Z(github.com/overlayd/overlayd/protocol/pbb\x06proto3"
+	"\tROLE_MEGA\x10\x02*\xc8\x01\n" +
+	"\fTunnelStatus\x12\x1d\n" +
+	"\x19TUNNEL_STATUS_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tTUNNEL_OK\x10\x01\x12\x12\n" +
+	"\x0eTUNNEL_REFUSED\x10\x02\x12\x1a\n" +
+	"\x16TUNNEL_NO_SUCH_SERVICE\x10\x03\x12\x0f\n" +
+	"\vTUNNEL_BUSY\x10\x04\x12\x16\n" +
+	"\x12TUNNEL_UNAVAILABLE\x10\x05\x12\x19\n" +
+	"\x15TUNNEL_NO_SUCH_TUNNEL\x10\x06\x12\x16\n" +
+	"\x12TUNNEL_BAD_REQUEST\x10\aB*Z(github.com/overlayd/overlayd/protocol/pbb\x06proto3"
 
 var (
 	file_pb_overlayd_proto_rawDescOnce sync.Once
@@ -3741,100 +4076,105 @@ func file_pb_overlayd_proto_rawDescGZIP() []byte {
 	return file_pb_overlayd_proto_rawDescData
 }
 
-var file_pb_overlayd_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_pb_overlayd_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_pb_overlayd_proto_goTypes = []any{
 	(Role)(0),                  // 0: overlayd.v1.Role
-	(AttachRequest_Reason)(0),  // 1: overlayd.v1.AttachRequest.Reason
-	(AttachResponse_Status)(0), // 2: overlayd.v1.AttachResponse.Status
-	(Result_Status)(0),         // 3: overlayd.v1.Result.Status
-	(*Announcement)(nil),       // 4: overlayd.v1.Announcement
-	(*MegaCertificate)(nil),    // 5: overlayd.v1.MegaCertificate
-	(*MegaRevocation)(nil),     // 6: overlayd.v1.MegaRevocation
-	(*PeerAddrs)(nil),          // 7: overlayd.v1.PeerAddrs
-	(*AttachRequest)(nil),      // 8: overlayd.v1.AttachRequest
-	(*AttachResponse)(nil),     // 9: overlayd.v1.AttachResponse
-	(*SessionFrame)(nil),       // 10: overlayd.v1.SessionFrame
-	(*DirectMessage)(nil),      // 11: overlayd.v1.DirectMessage
-	(*SealedDirect)(nil),       // 12: overlayd.v1.SealedDirect
-	(*Ack)(nil),                // 13: overlayd.v1.Ack
-	(*AckRecord)(nil),          // 14: overlayd.v1.AckRecord
-	(*Result)(nil),             // 15: overlayd.v1.Result
-	(*GroupOp)(nil),            // 16: overlayd.v1.GroupOp
-	(*MembershipClaim)(nil),    // 17: overlayd.v1.MembershipClaim
-	(*GroupPublish)(nil),       // 18: overlayd.v1.GroupPublish
-	(*PublishClaim)(nil),       // 19: overlayd.v1.PublishClaim
-	(*GroupStamp)(nil),         // 20: overlayd.v1.GroupStamp
-	(*GroupMessage)(nil),       // 21: overlayd.v1.GroupMessage
-	(*Gap)(nil),                // 22: overlayd.v1.Gap
-	(*Resumed)(nil),            // 23: overlayd.v1.Resumed
-	(*MembersRequest)(nil),     // 24: overlayd.v1.MembersRequest
-	(*Members)(nil),            // 25: overlayd.v1.Members
-	(*RelayFrame)(nil),         // 26: overlayd.v1.RelayFrame
-	(*ReplayDone)(nil),         // 27: overlayd.v1.ReplayDone
-	(*StoreRequest)(nil),       // 28: overlayd.v1.StoreRequest
-	(*StoreResult)(nil),        // 29: overlayd.v1.StoreResult
-	(*ReplicaAck)(nil),         // 30: overlayd.v1.ReplicaAck
-	(*ReplicaSync)(nil),        // 31: overlayd.v1.ReplicaSync
-	(*PublishResult)(nil),      // 32: overlayd.v1.PublishResult
-	(*PresenceRecord)(nil),     // 33: overlayd.v1.PresenceRecord
-	(*PresenceClaim)(nil),      // 34: overlayd.v1.PresenceClaim
-	(*PresenceBatch)(nil),      // 35: overlayd.v1.PresenceBatch
-	(*MembershipRecord)(nil),   // 36: overlayd.v1.MembershipRecord
-	(*MembershipBatch)(nil),    // 37: overlayd.v1.MembershipBatch
-	(*LookupRequest)(nil),      // 38: overlayd.v1.LookupRequest
-	(*LookupResponse)(nil),     // 39: overlayd.v1.LookupResponse
-	(*Ping)(nil),               // 40: overlayd.v1.Ping
-	(*Pong)(nil),               // 41: overlayd.v1.Pong
-	(*Detach)(nil),             // 42: overlayd.v1.Detach
+	(TunnelStatus)(0),          // 1: overlayd.v1.TunnelStatus
+	(AttachRequest_Reason)(0),  // 2: overlayd.v1.AttachRequest.Reason
+	(AttachResponse_Status)(0), // 3: overlayd.v1.AttachResponse.Status
+	(Result_Status)(0),         // 4: overlayd.v1.Result.Status
+	(*Announcement)(nil),       // 5: overlayd.v1.Announcement
+	(*MegaCertificate)(nil),    // 6: overlayd.v1.MegaCertificate
+	(*MegaRevocation)(nil),     // 7: overlayd.v1.MegaRevocation
+	(*PeerAddrs)(nil),          // 8: overlayd.v1.PeerAddrs
+	(*AttachRequest)(nil),      // 9: overlayd.v1.AttachRequest
+	(*AttachResponse)(nil),     // 10: overlayd.v1.AttachResponse
+	(*SessionFrame)(nil),       // 11: overlayd.v1.SessionFrame
+	(*DirectMessage)(nil),      // 12: overlayd.v1.DirectMessage
+	(*SealedDirect)(nil),       // 13: overlayd.v1.SealedDirect
+	(*Ack)(nil),                // 14: overlayd.v1.Ack
+	(*AckRecord)(nil),          // 15: overlayd.v1.AckRecord
+	(*Result)(nil),             // 16: overlayd.v1.Result
+	(*GroupOp)(nil),            // 17: overlayd.v1.GroupOp
+	(*MembershipClaim)(nil),    // 18: overlayd.v1.MembershipClaim
+	(*GroupPublish)(nil),       // 19: overlayd.v1.GroupPublish
+	(*PublishClaim)(nil),       // 20: overlayd.v1.PublishClaim
+	(*GroupStamp)(nil),         // 21: overlayd.v1.GroupStamp
+	(*GroupMessage)(nil),       // 22: overlayd.v1.GroupMessage
+	(*Gap)(nil),                // 23: overlayd.v1.Gap
+	(*Resumed)(nil),            // 24: overlayd.v1.Resumed
+	(*MembersRequest)(nil),     // 25: overlayd.v1.MembersRequest
+	(*Members)(nil),            // 26: overlayd.v1.Members
+	(*RelayFrame)(nil),         // 27: overlayd.v1.RelayFrame
+	(*ReplayDone)(nil),         // 28: overlayd.v1.ReplayDone
+	(*StoreRequest)(nil),       // 29: overlayd.v1.StoreRequest
+	(*StoreResult)(nil),        // 30: overlayd.v1.StoreResult
+	(*ReplicaAck)(nil),         // 31: overlayd.v1.ReplicaAck
+	(*ReplicaSync)(nil),        // 32: overlayd.v1.ReplicaSync
+	(*PublishResult)(nil),      // 33: overlayd.v1.PublishResult
+	(*PresenceRecord)(nil),     // 34: overlayd.v1.PresenceRecord
+	(*PresenceClaim)(nil),      // 35: overlayd.v1.PresenceClaim
+	(*PresenceBatch)(nil),      // 36: overlayd.v1.PresenceBatch
+	(*MembershipRecord)(nil),   // 37: overlayd.v1.MembershipRecord
+	(*MembershipBatch)(nil),    // 38: overlayd.v1.MembershipBatch
+	(*LookupRequest)(nil),      // 39: overlayd.v1.LookupRequest
+	(*LookupResponse)(nil),     // 40: overlayd.v1.LookupResponse
+	(*Ping)(nil),               // 41: overlayd.v1.Ping
+	(*Pong)(nil),               // 42: overlayd.v1.Pong
+	(*Detach)(nil),             // 43: overlayd.v1.Detach
+	(*TunnelOpen)(nil),         // 44: overlayd.v1.TunnelOpen
+	(*TunnelOpenResponse)(nil), // 45: overlayd.v1.TunnelOpenResponse
+	(*TunnelFrame)(nil),        // 46: overlayd.v1.TunnelFrame
 }
 var file_pb_overlayd_proto_depIdxs = []int32{
 	0,  // 0: overlayd.v1.Announcement.role:type_name -> overlayd.v1.Role
 	0,  // 1: overlayd.v1.MegaCertificate.role:type_name -> overlayd.v1.Role
-	1,  // 2: overlayd.v1.AttachRequest.reason:type_name -> overlayd.v1.AttachRequest.Reason
-	2,  // 3: overlayd.v1.AttachResponse.status:type_name -> overlayd.v1.AttachResponse.Status
-	7,  // 4: overlayd.v1.AttachResponse.alternatives:type_name -> overlayd.v1.PeerAddrs
-	40, // 5: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
-	41, // 6: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
-	42, // 7: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
-	11, // 8: overlayd.v1.SessionFrame.send:type_name -> overlayd.v1.DirectMessage
-	11, // 9: overlayd.v1.SessionFrame.deliver:type_name -> overlayd.v1.DirectMessage
-	13, // 10: overlayd.v1.SessionFrame.ack:type_name -> overlayd.v1.Ack
-	15, // 11: overlayd.v1.SessionFrame.result:type_name -> overlayd.v1.Result
-	16, // 12: overlayd.v1.SessionFrame.group_op:type_name -> overlayd.v1.GroupOp
-	18, // 13: overlayd.v1.SessionFrame.publish:type_name -> overlayd.v1.GroupPublish
-	21, // 14: overlayd.v1.SessionFrame.group_message:type_name -> overlayd.v1.GroupMessage
-	22, // 15: overlayd.v1.SessionFrame.gap:type_name -> overlayd.v1.Gap
-	24, // 16: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
-	25, // 17: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
-	23, // 18: overlayd.v1.SessionFrame.resumed:type_name -> overlayd.v1.Resumed
-	3,  // 19: overlayd.v1.Result.status:type_name -> overlayd.v1.Result.Status
-	11, // 20: overlayd.v1.RelayFrame.deliver:type_name -> overlayd.v1.DirectMessage
-	13, // 21: overlayd.v1.RelayFrame.ack:type_name -> overlayd.v1.Ack
-	11, // 22: overlayd.v1.RelayFrame.nack:type_name -> overlayd.v1.DirectMessage
-	35, // 23: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
-	37, // 24: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
-	18, // 25: overlayd.v1.RelayFrame.publish:type_name -> overlayd.v1.GroupPublish
-	21, // 26: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
-	32, // 27: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
-	27, // 28: overlayd.v1.RelayFrame.replay_done:type_name -> overlayd.v1.ReplayDone
-	28, // 29: overlayd.v1.RelayFrame.store:type_name -> overlayd.v1.StoreRequest
-	29, // 30: overlayd.v1.RelayFrame.store_result:type_name -> overlayd.v1.StoreResult
-	21, // 31: overlayd.v1.RelayFrame.replica:type_name -> overlayd.v1.GroupMessage
-	30, // 32: overlayd.v1.RelayFrame.replica_ack:type_name -> overlayd.v1.ReplicaAck
-	31, // 33: overlayd.v1.RelayFrame.replica_sync:type_name -> overlayd.v1.ReplicaSync
-	23, // 34: overlayd.v1.ReplayDone.resumed:type_name -> overlayd.v1.Resumed
-	11, // 35: overlayd.v1.StoreRequest.message:type_name -> overlayd.v1.DirectMessage
-	3,  // 36: overlayd.v1.StoreResult.status:type_name -> overlayd.v1.Result.Status
-	15, // 37: overlayd.v1.PublishResult.result:type_name -> overlayd.v1.Result
-	33, // 38: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
-	36, // 39: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
-	7,  // 40: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	2,  // 2: overlayd.v1.AttachRequest.reason:type_name -> overlayd.v1.AttachRequest.Reason
+	3,  // 3: overlayd.v1.AttachResponse.status:type_name -> overlayd.v1.AttachResponse.Status
+	8,  // 4: overlayd.v1.AttachResponse.alternatives:type_name -> overlayd.v1.PeerAddrs
+	41, // 5: overlayd.v1.SessionFrame.ping:type_name -> overlayd.v1.Ping
+	42, // 6: overlayd.v1.SessionFrame.pong:type_name -> overlayd.v1.Pong
+	43, // 7: overlayd.v1.SessionFrame.detach:type_name -> overlayd.v1.Detach
+	12, // 8: overlayd.v1.SessionFrame.send:type_name -> overlayd.v1.DirectMessage
+	12, // 9: overlayd.v1.SessionFrame.deliver:type_name -> overlayd.v1.DirectMessage
+	14, // 10: overlayd.v1.SessionFrame.ack:type_name -> overlayd.v1.Ack
+	16, // 11: overlayd.v1.SessionFrame.result:type_name -> overlayd.v1.Result
+	17, // 12: overlayd.v1.SessionFrame.group_op:type_name -> overlayd.v1.GroupOp
+	19, // 13: overlayd.v1.SessionFrame.publish:type_name -> overlayd.v1.GroupPublish
+	22, // 14: overlayd.v1.SessionFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	23, // 15: overlayd.v1.SessionFrame.gap:type_name -> overlayd.v1.Gap
+	25, // 16: overlayd.v1.SessionFrame.members_request:type_name -> overlayd.v1.MembersRequest
+	26, // 17: overlayd.v1.SessionFrame.members:type_name -> overlayd.v1.Members
+	24, // 18: overlayd.v1.SessionFrame.resumed:type_name -> overlayd.v1.Resumed
+	4,  // 19: overlayd.v1.Result.status:type_name -> overlayd.v1.Result.Status
+	12, // 20: overlayd.v1.RelayFrame.deliver:type_name -> overlayd.v1.DirectMessage
+	14, // 21: overlayd.v1.RelayFrame.ack:type_name -> overlayd.v1.Ack
+	12, // 22: overlayd.v1.RelayFrame.nack:type_name -> overlayd.v1.DirectMessage
+	36, // 23: overlayd.v1.RelayFrame.presence:type_name -> overlayd.v1.PresenceBatch
+	38, // 24: overlayd.v1.RelayFrame.membership:type_name -> overlayd.v1.MembershipBatch
+	19, // 25: overlayd.v1.RelayFrame.publish:type_name -> overlayd.v1.GroupPublish
+	22, // 26: overlayd.v1.RelayFrame.group_message:type_name -> overlayd.v1.GroupMessage
+	33, // 27: overlayd.v1.RelayFrame.publish_result:type_name -> overlayd.v1.PublishResult
+	28, // 28: overlayd.v1.RelayFrame.replay_done:type_name -> overlayd.v1.ReplayDone
+	29, // 29: overlayd.v1.RelayFrame.store:type_name -> overlayd.v1.StoreRequest
+	30, // 30: overlayd.v1.RelayFrame.store_result:type_name -> overlayd.v1.StoreResult
+	22, // 31: overlayd.v1.RelayFrame.replica:type_name -> overlayd.v1.GroupMessage
+	31, // 32: overlayd.v1.RelayFrame.replica_ack:type_name -> overlayd.v1.ReplicaAck
+	32, // 33: overlayd.v1.RelayFrame.replica_sync:type_name -> overlayd.v1.ReplicaSync
+	24, // 34: overlayd.v1.ReplayDone.resumed:type_name -> overlayd.v1.Resumed
+	12, // 35: overlayd.v1.StoreRequest.message:type_name -> overlayd.v1.DirectMessage
+	4,  // 36: overlayd.v1.StoreResult.status:type_name -> overlayd.v1.Result.Status
+	16, // 37: overlayd.v1.PublishResult.result:type_name -> overlayd.v1.Result
+	34, // 38: overlayd.v1.PresenceBatch.records:type_name -> overlayd.v1.PresenceRecord
+	37, // 39: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
+	8,  // 40: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
+	1,  // 41: overlayd.v1.TunnelOpenResponse.status:type_name -> overlayd.v1.TunnelStatus
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_pb_overlayd_proto_init() }
@@ -3879,8 +4219,8 @@ func file_pb_overlayd_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_overlayd_proto_rawDesc), len(file_pb_overlayd_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   39,
+			NumEnums:      5,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

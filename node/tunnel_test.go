@@ -1,0 +1,120 @@
+package node
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// tunnelEcho starts an echo server on loopback for the test.
+func tunnelEcho(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// tunnelRoundTrip sends one byte through the connect listener at addr and
+// returns the error of reading the echo.
+func tunnelRoundTrip(t *testing.T, addr string) error {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	_, _ = c.Write([]byte("x"))
+	_, err = io.ReadFull(c, make([]byte, 1))
+	return err
+}
+
+// TestTunnelThroughRelay: B reaches a service of A, a private client, by
+// peer ID only: B locates A's supernode and the tunnel goes through its
+// relay.
+func TestTunnelThroughRelay(t *testing.T) {
+	c := attachConfig(t, RoleSupernode, "")
+	c.Capacity = 2
+	sn := startNode(t, c)
+	a := startClient(t, p2pAddr(sn), WithReachability(network.ReachabilityPrivate))
+	b := startClient(t, p2pAddr(sn))
+	waitFor(t, 10*time.Second, "A reserved", func() bool { return reservedOn(a) == sn.ID() })
+	waitFor(t, 10*time.Second, "B attached", func() bool { return b.attachmentForTest() != "" })
+	if _, err := a.Tunnels().Expose("echo", tunnelEcho(t), []peer.ID{b.ID()}, false); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := b.Tunnels().Connect(t.Context(), a.ID(), "echo", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tunnelRoundTrip(t, tc.Listen); err != nil {
+		t.Fatalf("echo through the tunnel: %v (%+v)", err, b.Tunnels().List().Connects)
+	}
+}
+
+// TestTunnelRelayBusy: a supernode whose relay is at its circuit bound
+// refuses the tunnel's circuit, and the connecting side says "supernode
+// relay busy" rather than timing out.
+func TestTunnelRelayBusy(t *testing.T) {
+	c := attachConfig(t, RoleSupernode, "")
+	c.Capacity = 2
+	sn := startNode(t, c)
+	a := startClient(t, p2pAddr(sn), WithReachability(network.ReachabilityPrivate))
+	b := startClient(t, p2pAddr(sn))
+	waitFor(t, 10*time.Second, "A reserved", func() bool { return reservedOn(a) == sn.ID() })
+	waitFor(t, 10*time.Second, "B attached", func() bool { return b.attachmentForTest() != "" })
+	if _, err := a.Tunnels().Expose("echo", tunnelEcho(t), []peer.ID{b.ID()}, false); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the relay: every circuit it may hold, from strangers to A.
+	circuit := circuitTo(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
+	max := sn.relayStatus().Service.MaxCircuits
+	for i := range max {
+		h := rawHost(t)
+		if err := dialCircuit(t, h, a.ID(), circuit); err != nil {
+			t.Fatalf("circuit %d of %d: %v", i, max, err)
+		}
+	}
+	tc, err := b.Tunnels().Connect(t.Context(), a.ID(), "echo", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	if err := tunnelRoundTrip(t, tc.Listen); err == nil {
+		t.Fatal("a tunnel went through a full relay")
+	}
+	l := b.Tunnels().List().Connects[0]
+	if !strings.Contains(l.LastError, "supernode relay busy") {
+		t.Fatalf("the connecting side says %q, want supernode relay busy", l.LastError)
+	}
+	t.Logf("refused after %v: %s", time.Since(t0).Round(time.Millisecond), l.LastError)
+	if got := refused(sn, refusedCircuit); got < 1 {
+		t.Fatalf("circuit refusals %v", got)
+	}
+}
+
+func dialCircuit(t *testing.T, h host.Host, to peer.ID, circuit []ma.Multiaddr) error {
+	ctx, cancel := context.WithTimeout(network.WithAllowLimitedConn(t.Context(), "test"), 5*time.Second)
+	defer cancel()
+	return h.Connect(ctx, peer.AddrInfo{ID: to, Addrs: circuit})
+}
