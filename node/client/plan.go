@@ -2,10 +2,12 @@ package client
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/overlay/backoff"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/directory"
 	"github.com/overlayd/overlayd/overlay/ring"
@@ -110,12 +112,12 @@ func megaOrder(self peer.ID, megas []peer.AddrInfo, caps []uint32) []peer.AddrIn
 	return out
 }
 
-// returnTargets is the pure return-home decision: the members of the home
+// ReturnTargets is the pure return-home decision: the members of the home
 // cluster, in ring order, that a client attached away from home asks to
 // take it back — those in the directory that announced spare capacity and
 // did not ask it to wait. Empty when the client is already home (current
 // is a member) or no member has room.
-func returnTargets(home []peer.ID, current peer.ID, snap *directory.Snapshot,
+func ReturnTargets(home []peer.ID, current peer.ID, snap *directory.Snapshot,
 	notBefore map[peer.ID]time.Time, now time.Time) []peer.AddrInfo {
 	var out []peer.AddrInfo
 	for _, id := range home {
@@ -131,4 +133,134 @@ func returnTargets(home []peer.ID, current peer.ID, snap *directory.Snapshot,
 		out = append(out, peer.AddrInfo{ID: id, Addrs: e.Addrs})
 	}
 	return out
+}
+
+// PassInput is what one failover pass is planned from.
+type PassInput struct {
+	Self peer.ID
+	// Home is the client's home cluster on its ring, in ring order.
+	Home []peer.ID
+	// Last is the supernode of the previous session ("" for none).
+	Last peer.ID
+	// Alts are the alternatives offered by the refusals of the last pass
+	// (or the Detach that ended the session).
+	Alts     []peer.AddrInfo
+	Snapshot *directory.Snapshot
+	// NotBefore holds the peers that asked the client to wait, and until
+	// when. The pass records its refusals in it (it is created if nil;
+	// NotBefore returns it) and drops expired entries in Finish.
+	NotBefore map[peer.ID]time.Time
+	Now       time.Time
+	// Bootstrap are asked when the plan is empty (no directory yet).
+	Bootstrap []peer.AddrInfo
+	// RedirectWait is how long a REDIRECT parks its peer: the announce
+	// interval, by which it has said whether it admits again.
+	RedirectWait time.Duration
+}
+
+// Pass is the pure bookkeeping of one failover pass: which supernode to
+// ask next, and what each refusal changes (the wait it asks for, the
+// alternatives it offers, followed within the pass up to MaxPerPass). The
+// daemon's client drives it over the network; testnet/sim drives it with
+// simulated answers. It does not read a clock.
+type Pass struct {
+	self         peer.ID
+	now          time.Time
+	redirectWait time.Duration
+	candidates   []peer.AddrInfo
+	next         int
+	notBefore    map[peer.ID]time.Time
+	retryAfter   time.Duration
+	offered      []peer.AddrInfo
+}
+
+// MaxPerPass bounds the supernodes one failover pass asks.
+const MaxPerPass = maxPerPass
+
+// NewPass plans a pass (plan; the bootstrap peers that did not ask to
+// wait when the plan is empty). rng is the client's own source.
+func NewPass(in PassInput, rng *rand.Rand) *Pass {
+	p := &Pass{self: in.Self, now: in.Now, redirectWait: in.RedirectWait, notBefore: in.NotBefore}
+	p.candidates = plan(in.Self, in.Home, in.Last, in.Alts, in.Snapshot, in.NotBefore, in.Now, rng)
+	if len(p.candidates) == 0 {
+		// No directory yet: the bootstrap peers may be supernodes.
+		for _, b := range in.Bootstrap {
+			if b.ID != in.Self && !in.Now.Before(in.NotBefore[b.ID]) {
+				p.candidates = append(p.candidates, b)
+			}
+		}
+	}
+	return p
+}
+
+// Candidates returns the supernodes planned so far (alternatives followed
+// are appended as they come). Callers must not modify it.
+func (p *Pass) Candidates() []peer.AddrInfo { return p.candidates }
+
+// Next returns the next supernode to ask, or false when the pass is over.
+func (p *Pass) Next() (peer.AddrInfo, bool) {
+	if p.next >= len(p.candidates) {
+		return peer.AddrInfo{}, false
+	}
+	p.next++
+	return p.candidates[p.next-1], true
+}
+
+// Refused records a refusal from id: BUSY (busy, with its retry-after
+// hint) parks id for the hint, REDIRECT for RedirectWait; the offered
+// alternatives that are new, not self and not parked are asked later in
+// this pass, up to MaxPerPass in all.
+func (p *Pass) Refused(id peer.ID, busy bool, retryAfter time.Duration, more []peer.AddrInfo) {
+	if p.notBefore == nil {
+		p.notBefore = map[peer.ID]time.Time{}
+	}
+	if busy {
+		p.retryAfter = max(p.retryAfter, retryAfter)
+		p.notBefore[id] = p.now.Add(retryAfter)
+	} else {
+		p.notBefore[id] = p.now.Add(p.redirectWait)
+	}
+	for _, alt := range more {
+		if len(p.candidates) >= maxPerPass {
+			break
+		}
+		if alt.ID != p.self && !slices.ContainsFunc(p.candidates, func(x peer.AddrInfo) bool { return x.ID == alt.ID }) &&
+			!p.now.Before(p.notBefore[alt.ID]) {
+			p.candidates = append(p.candidates, alt)
+		}
+	}
+	p.offered = append(p.offered, more...)
+}
+
+// Finish ends a pass that found no session: it drops the waits that have
+// passed from NotBefore and returns the largest retry-after hint heard and
+// every alternative offered.
+func (p *Pass) Finish() (time.Duration, []peer.AddrInfo) {
+	for id, t := range p.notBefore {
+		if !p.now.Before(t) {
+			delete(p.notBefore, id)
+		}
+	}
+	return p.retryAfter, p.offered
+}
+
+// NotBefore returns the pass's wait map (the input's, or the one Refused
+// created).
+func (p *Pass) NotBefore() map[peer.ID]time.Time { return p.notBefore }
+
+// FailoverSpread is the window a client whose session ended spreads its
+// next pass over: the spread its Detach asked for, or one keepalive
+// interval when there was none (a dead supernode's clients all notice at
+// about the same moment).
+func FailoverSpread(detachSpread, keepalive time.Duration) time.Duration {
+	if detachSpread == 0 {
+		return keepalive
+	}
+	return detachSpread
+}
+
+// NextReturnDelay is how long an attached client waits before looking for
+// room at home again: half a return interval plus a random part of one.
+func NextReturnDelay(interval time.Duration, rng *rand.Rand) time.Duration {
+	return interval/2 + backoff.Stagger(interval, rng)
 }

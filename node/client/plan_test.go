@@ -275,13 +275,13 @@ func TestReturnTargets(t *testing.T) {
 		{"a member whose wait is over is asked", p[4], map[peer.ID]time.Time{p[2]: now}, []peer.ID{p[2], p[3]}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ids(returnTargets(home, tc.current, snap, tc.notBefore, now))
+			got := ids(ReturnTargets(home, tc.current, snap, tc.notBefore, now))
 			if !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
 				t.Fatalf("returnTargets = %v, want %v", got, tc.want)
 			}
 		})
 	}
-	if got := returnTargets([]peer.ID{p[5]}, p[4], snap, nil, now); len(got) != 0 {
+	if got := ReturnTargets([]peer.ID{p[5]}, p[4], snap, nil, now); len(got) != 0 {
 		t.Fatalf("a home member missing from the directory was a target: %v", ids(got))
 	}
 }
