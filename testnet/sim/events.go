@@ -4,20 +4,20 @@ package sim
 type kind uint8
 
 const (
-	evPass         kind = iota + 1 // a client starts a failover pass
-	evArrive                       // an attach request reaches a supernode
-	evAnswer                       // the answer (or the failure) reaches the client
-	evSessionDead                  // a client declares its supernode dead
-	evReturn                       // an attached client away from home looks for room there
-	evAnnounce                     // a supernode announces
-	evHealth                       // a supernode's overload check (every keepalive)
-	evRelease                      // a supernode frees the slot of a session nobody uses
-	evDirTick                      // the directory expires entries, the ring is rebuilt
-	evSample                       // the report samples the network
-	evCrash                        // the scenario crashes supernodes
-	evPromote                      // the scenario promotes the megas
-	evSupernodeUp                  // a supernode starts (again)
-	evClientStart                  // a client (re)starts: its first pass after the stagger
+	evPass        kind = iota + 1 // a client starts a failover pass
+	evArrive                      // an attach request reaches a supernode
+	evAnswer                      // the answer (or the failure) reaches the client
+	evSessionDead                 // a client declares its supernode dead
+	evReturn                      // an attached client away from home looks for room there
+	evAnnounce                    // a supernode announces
+	evHealth                      // a supernode's overload check (every keepalive)
+	evRelease                     // a supernode frees the slot of a session nobody uses
+	evDirTick                     // the directory expires entries, the ring is rebuilt
+	evSample                      // the report samples the network
+	evCrash                       // the scenario crashes supernodes
+	evPromote                     // the scenario promotes the megas
+	evSupernodeUp                 // a supernode starts (again)
+	evClientStart                 // a client (re)starts: its first pass after the stagger
 )
 
 // event is one scheduled action. It is a small value: the heap holds
