@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/overlayd/overlayd/overlay/backoff"
 	"github.com/overlayd/overlayd/overlay/cluster"
@@ -34,6 +35,13 @@ const maxPerPass = 8
 // rest. Spare capacity is what peers announce, and a made-up supernode
 // can announce any.
 func plan(self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap *directory.Snapshot,
+	notBefore map[peer.ID]time.Time, now time.Time, rng *rand.Rand) []peer.AddrInfo {
+	return planWith(nil, self, home, last, alts, snap, notBefore, now, rng)
+}
+
+// planWith is plan with a mega ring built beforehand (nil: none); it is
+// used only if it was built from exactly the megas this pass may ask.
+func planWith(mr *MegaRing, self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap *directory.Snapshot,
 	notBefore map[peer.ID]time.Time, now time.Time, rng *rand.Rand) []peer.AddrInfo {
 	out := make([]peer.AddrInfo, 0, maxPerPass)
 	seen := map[peer.ID]bool{self: true}
@@ -81,7 +89,10 @@ func plan(self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap
 	for _, i := range cluster.Sample(weights, maxPerPass-megaSlot-len(out), rng) {
 		add(peer.AddrInfo{ID: spare[i].ID, Addrs: spare[i].Addrs}, maxPerPass-megaSlot)
 	}
-	for _, ai := range megaOrder(self, ais, caps) {
+	if mr == nil || !mr.matches(ais, caps) {
+		mr = NewMegaRing(ais, caps)
+	}
+	for _, ai := range mr.order(self) {
 		add(ai, maxPerPass)
 	}
 	return out
@@ -92,22 +103,72 @@ func plan(self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap
 // proportion to their size instead of all picking the first. Each client's
 // order is stable: it does not change between passes.
 func megaOrder(self peer.ID, megas []peer.AddrInfo, caps []uint32) []peer.AddrInfo {
+	return NewMegaRing(megas, caps).order(self)
+}
+
+// MegaRing is the ring megaOrder orders mega-supernodes by. Building it
+// costs a ring of up to cluster.MaxWeight × 160 points per mega (about a
+// millisecond for fifty megas), so a caller planning many passes against
+// one directory can build it once (SnapshotMegaRing) and pass it in
+// PassInput.Megas; a pass uses it only when it holds exactly the megas,
+// with the capacities, that the pass may ask.
+type MegaRing struct {
+	megas []peer.AddrInfo
+	caps  []uint32
+	r     *ring.Ring // nil for fewer than two megas, or if ring.New failed
+	byID  map[string]peer.AddrInfo
+}
+
+// NewMegaRing builds the ring of megas weighted by caps (caps[i] is
+// megas[i]'s capacity).
+func NewMegaRing(megas []peer.AddrInfo, caps []uint32) *MegaRing {
+	m := &MegaRing{megas: megas, caps: caps}
 	if len(megas) < 2 {
-		return megas
+		return m
 	}
 	members := make([]ring.Member, len(megas))
-	byID := make(map[string]peer.AddrInfo, len(megas))
-	for i, m := range megas {
-		members[i] = ring.Member{ID: m.ID.String(), Weight: cluster.Weight(caps[i])}
-		byID[m.ID.String()] = m
+	m.byID = make(map[string]peer.AddrInfo, len(megas))
+	for i, a := range megas {
+		members[i] = ring.Member{ID: a.ID.String(), Weight: cluster.Weight(caps[i])}
+		m.byID[a.ID.String()] = a
 	}
-	r, err := ring.New(members)
-	if err != nil {
-		return megas
+	if r, err := ring.New(members); err == nil {
+		m.r = r
 	}
-	out := make([]peer.AddrInfo, 0, len(megas))
-	for _, id := range r.LookupN([]byte(self), len(megas), nil) {
-		out = append(out, byID[id])
+	return m
+}
+
+// SnapshotMegaRing is the MegaRing of every mega-supernode of snap, in
+// the order plan lists them.
+func SnapshotMegaRing(snap *directory.Snapshot) *MegaRing {
+	var ais []peer.AddrInfo
+	var caps []uint32
+	for _, e := range snap.Entries {
+		if e.Role == protocol.RoleMega {
+			ais = append(ais, peer.AddrInfo{ID: e.ID, Addrs: e.Addrs})
+			caps = append(caps, e.Capacity)
+		}
+	}
+	return NewMegaRing(ais, caps)
+}
+
+// matches reports whether m was built from exactly these megas and
+// capacities, in this order.
+func (m *MegaRing) matches(megas []peer.AddrInfo, caps []uint32) bool {
+	return slices.Equal(m.caps, caps) &&
+		slices.EqualFunc(m.megas, megas, func(a, b peer.AddrInfo) bool {
+			return a.ID == b.ID && slices.EqualFunc(a.Addrs, b.Addrs, ma.Multiaddr.Equal)
+		})
+}
+
+// order is the megas in self's order.
+func (m *MegaRing) order(self peer.ID) []peer.AddrInfo {
+	if m.r == nil {
+		return m.megas
+	}
+	out := make([]peer.AddrInfo, 0, len(m.megas))
+	for _, id := range m.r.LookupN([]byte(self), len(m.megas), nil) {
+		out = append(out, m.byID[id])
 	}
 	return out
 }
@@ -156,6 +217,9 @@ type PassInput struct {
 	// RedirectWait is how long a REDIRECT parks its peer: the announce
 	// interval, by which it has said whether it admits again.
 	RedirectWait time.Duration
+	// Megas, if not nil, is the mega ring built beforehand for Snapshot
+	// (SnapshotMegaRing); the pass builds its own when it does not match.
+	Megas *MegaRing
 }
 
 // Pass is the pure bookkeeping of one failover pass: which supernode to
@@ -181,7 +245,7 @@ const MaxPerPass = maxPerPass
 // wait when the plan is empty). rng is the client's own source.
 func NewPass(in PassInput, rng *rand.Rand) *Pass {
 	p := &Pass{self: in.Self, now: in.Now, redirectWait: in.RedirectWait, notBefore: in.NotBefore}
-	p.candidates = plan(in.Self, in.Home, in.Last, in.Alts, in.Snapshot, in.NotBefore, in.Now, rng)
+	p.candidates = planWith(in.Megas, in.Self, in.Home, in.Last, in.Alts, in.Snapshot, in.NotBefore, in.Now, rng)
 	if len(p.candidates) == 0 {
 		// No directory yet: the bootstrap peers may be supernodes.
 		for _, b := range in.Bootstrap {

@@ -359,3 +359,28 @@ func TestFailoverSpreadAndReturnDelay(t *testing.T) {
 		}
 	}
 }
+
+// A mega ring built beforehand gives the plan built without one, and a
+// stale one (other megas, other capacities, a mega parked) is not used.
+func TestPlanWithMegaRing(t *testing.T) {
+	p := testIDs(t, 40)
+	es := []directory.Entry{entry(p[0], protocol.RoleSupernode, 10, 10), entry(p[1], protocol.RoleSupernode, 10, 4),
+		entry(p[2], protocol.RoleMega, 500, 0), entry(p[3], protocol.RoleMega, 2000, 0), entry(p[4], protocol.RoleMega, 900, 0)}
+	snap := snapshot(es...)
+	stale := SnapshotMegaRing(snapshot(es[0], es[1], es[2], es[3], entry(p[4], protocol.RoleMega, 100, 0)))
+	fresh := SnapshotMegaRing(snap)
+	for _, self := range p[5:] {
+		for i, nb := range []map[peer.ID]time.Time{{}, {p[3]: time.Unix(10, 0)}} {
+			want := ids(plan(self, []peer.ID{p[0]}, "", nil, snap, nb, time.Unix(0, 0), rand.New(rand.NewPCG(1, 2))))
+			for _, mr := range []*MegaRing{fresh, stale} {
+				got := ids(planWith(mr, self, []peer.ID{p[0]}, "", nil, snap, nb, time.Unix(0, 0), rand.New(rand.NewPCG(1, 2))))
+				if !slices.Equal(got, want) {
+					t.Fatalf("case %d: with a mega ring %v, without %v", i, got, want)
+				}
+			}
+		}
+	}
+	if !fresh.matches(fresh.megas, fresh.caps) || stale.matches(fresh.megas, fresh.caps) {
+		t.Fatal("matches: want true for its own megas, false for other capacities")
+	}
+}

@@ -107,6 +107,7 @@ type Sim struct {
 	snap       *directory.Snapshot
 	ring       *ring.Ring
 	ringPolicy cluster.Policy
+	megaRing   *client.MegaRing // of snap, built once per snapshot
 	membership uint64
 	// Alternatives' candidates: every entry of snap with spare capacity.
 	candAI    []peer.AddrInfo
@@ -361,6 +362,7 @@ func (s *Sim) refreshDirectory() {
 		return
 	}
 	s.snap = snap
+	s.megaRing = client.SnapshotMegaRing(snap)
 	if snap.Membership != s.membership || s.ring == nil {
 		s.membership = snap.Membership
 		if ms := cluster.Members(snap, s.time(), s.ringPolicy); len(ms) > 0 {
@@ -515,7 +517,7 @@ func (s *Sim) startPass(i int32) *client.Pass {
 		last = s.sns[c.last].id
 	}
 	p := client.NewPass(client.PassInput{Self: id, Home: home, Last: last, Alts: c.alts, Snapshot: s.snap,
-		NotBefore: c.nb, Now: s.time(), RedirectWait: s.p.AnnounceInterval}, s.rng)
+		NotBefore: c.nb, Now: s.time(), RedirectWait: s.p.AnnounceInterval, Megas: s.megaRing}, s.rng)
 	c.alts, c.last = nil, -1
 	c.state = csPass
 	c.run = &attemptRun{pass: p, home: home}
