@@ -61,23 +61,26 @@ func planWith(mr *MegaRing, self peer.ID, home []peer.ID, last peer.ID, alts []p
 	if e, ok := snap.Get(last); ok && last != "" {
 		add(peer.AddrInfo{ID: last, Addrs: e.Addrs}, maxPerPass)
 	}
-	var spare []directory.Entry
+	// spare and megas index snap.Entries (an entry is a few hundred bytes:
+	// a pass over a directory of thousands copies none of them).
+	var spare, megas []int
 	var weights []int
-	var megas []directory.Entry
-	for _, e := range snap.Entries {
+	for i := range snap.Entries {
+		e := &snap.Entries[i]
 		switch {
 		case skip(e.ID):
 		case e.Role == protocol.RoleMega:
-			megas = append(megas, e)
-		case cluster.Spare(e) > 0:
-			spare = append(spare, e)
-			weights = append(weights, cluster.Spare(e))
+			megas = append(megas, i)
+		case cluster.Spare(*e) > 0:
+			spare = append(spare, i)
+			weights = append(weights, cluster.Spare(*e))
 		}
 	}
 	ais := make([]peer.AddrInfo, len(megas))
 	caps := make([]uint32, len(megas))
-	for i, e := range megas {
-		ais[i], caps[i] = peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, e.Capacity
+	for k, i := range megas {
+		e := &snap.Entries[i]
+		ais[k], caps[k] = peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, e.Capacity
 	}
 	megaSlot := 0
 	if len(megas) > 0 {
@@ -87,7 +90,8 @@ func planWith(mr *MegaRing, self peer.ID, home []peer.ID, last peer.ID, alts []p
 		add(ai, maxPerPass-megaSlot)
 	}
 	for _, i := range cluster.Sample(weights, maxPerPass-megaSlot-len(out), rng) {
-		add(peer.AddrInfo{ID: spare[i].ID, Addrs: spare[i].Addrs}, maxPerPass-megaSlot)
+		e := &snap.Entries[spare[i]]
+		add(peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, maxPerPass-megaSlot)
 	}
 	if mr == nil || !mr.matches(ais, caps) {
 		mr = NewMegaRing(ais, caps)
