@@ -107,7 +107,8 @@ type Sim struct {
 	snap       *directory.Snapshot
 	ring       *ring.Ring
 	ringPolicy cluster.Policy
-	megaRing   *client.MegaRing // of snap, built once per snapshot
+	megaRing   *client.MegaRing // of snap's megas, rebuilt when they change
+	megaKey    string
 	membership uint64
 	// Alternatives' candidates: every entry of snap with spare capacity.
 	candAI    []peer.AddrInfo
@@ -362,7 +363,15 @@ func (s *Sim) refreshDirectory() {
 		return
 	}
 	s.snap = snap
-	s.megaRing = client.SnapshotMegaRing(snap)
+	var key []byte
+	for _, e := range snap.Entries {
+		if e.Role == protocol.RoleMega {
+			key = fmt.Appendf(key, "%s/%d/%v;", e.ID, e.Capacity, e.Addrs)
+		}
+	}
+	if s.megaRing == nil || string(key) != s.megaKey {
+		s.megaRing, s.megaKey = client.SnapshotMegaRing(snap), string(key)
+	}
 	if snap.Membership != s.membership || s.ring == nil {
 		s.membership = snap.Membership
 		if ms := cluster.Members(snap, s.time(), s.ringPolicy); len(ms) > 0 {
