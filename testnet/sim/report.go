@@ -253,5 +253,44 @@ func (r *Report) Write(dir string) ([]string, error) {
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		return nil, fmt.Errorf("sim: report: %w", err)
 	}
-	return []string{p}, nil
+	md := filepath.Join(dir, "report.md")
+	if err := os.WriteFile(md, r.Markdown(), 0o644); err != nil {
+		return nil, fmt.Errorf("sim: report: %w", err)
+	}
+	return []string{p, md}, nil
+}
+
+// Markdown is the summary as a Markdown page (no plots yet).
+func (r *Report) Markdown() []byte {
+	c, s := r.Config, r.Summary
+	secs := func(p *float64) string {
+		if p == nil {
+			return "never"
+		}
+		return fmt.Sprintf("%.1f s", *p)
+	}
+	var b []byte
+	b = fmt.Appendf(b, "# Simulation: %s, policy %s, seed %d\n\n", c.Scenario, c.Policy.Name, c.Seed)
+	b = fmt.Appendf(b, "%d clients, %d supernodes of capacity %d, %d megas (capacity %d before the failure, %d after), "+
+		"%.0f%% of the supernodes crash at %v, %v simulated. Rerun: `overlayd testnet sim --scenario %s --policy %s --clients %d --supernodes %d --seed %d --duration %v`.\n\n",
+		c.Clients, c.Supernodes, c.Capacity, c.Megas, c.MegaBefore, c.MegaCapacity, 100*c.CrashFraction, c.CrashAt, c.Duration,
+		c.Scenario, c.Policy.Name, c.Clients, c.Supernodes, c.Seed, c.Duration)
+	b = append(b, "| figure | value |\n|---|---|\n"...)
+	rows := [][2]string{
+		{"orphans (clients of the crashed supernodes)", fmt.Sprint(s.Orphans)},
+		{"slots after the crash (megas included)", fmt.Sprint(s.SlotsAfterCrash)},
+		{"time to 99% / 100% attached", secs(s.TimeTo99) + " / " + secs(s.TimeTo100)},
+		{"attached: lowest / final", fmt.Sprintf("%.4f / %.4f", s.LowestAttached, s.FinalAttached)},
+		{"supernodes crashed / failed by overload", fmt.Sprintf("%d / %d", s.SupernodesCrashed, s.SupernodesFailed)},
+		{"regular supernodes alive: fewest / end", fmt.Sprintf("%.2f / %.2f", s.RegularAliveMin, s.RegularAliveEnd)},
+		{"peak load / capacity; supernodes ever above capacity", fmt.Sprintf("%.2f; %d", s.PeakLoad, s.AboveCapacity)},
+		{"most clients on the megas", fmt.Sprint(s.MegaPeak)},
+		{"attempts: accept / busy / error", fmt.Sprintf("%d / %d / %d", s.Attempts.Accept, s.Attempts.Busy, s.Attempts.Error)},
+		{"peak attempts per 100 ms", fmt.Sprint(s.PeakAttempts100)},
+		{"events", fmt.Sprint(s.Events)},
+	}
+	for _, row := range rows {
+		b = fmt.Appendf(b, "| %s | %s |\n", row[0], row[1])
+	}
+	return b
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -255,5 +256,17 @@ func TestConfigErrors(t *testing.T) {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%s: invalid config accepted", name)
 		}
+	}
+}
+
+func TestWriteReport(t *testing.T) {
+	dir := t.TempDir()
+	files, err := mustSim(t, "recovery", "overlayd", 0, 0, 1, 0).Run().Write(dir)
+	if err != nil || len(files) != 2 {
+		t.Fatalf("Write = %v, %v", files, err)
+	}
+	md, err := os.ReadFile(files[1])
+	if err != nil || !bytes.Contains(md, []byte("time to 99% / 100% attached")) || !bytes.Contains(md, []byte("--policy overlayd")) {
+		t.Fatalf("report.md: %v\n%s", err, md)
 	}
 }
