@@ -15,9 +15,7 @@ const (
 	evDirTick                     // the directory expires entries, the ring is rebuilt
 	evSample                      // the report samples the network
 	evCrash                       // the scenario crashes supernodes
-	evPromote                     // the scenario promotes the megas
-	evSupernodeUp                 // a supernode starts (again)
-	evClientStart                 // a client (re)starts: its first pass after the stagger
+	evRestart                     // a client process restarts (restart-wave)
 )
 
 // event is one scheduled action. It is a small value: the heap holds

@@ -30,6 +30,9 @@ type Config struct {
 	// CrashAt, without a departure announcement.
 	CrashFraction float64       `json:"crash_fraction"`
 	CrashAt       time.Duration `json:"crash_at"`
+	// RestartWindow: every client restarts once, at a uniform time in
+	// [CrashAt, CrashAt+RestartWindow) (0: no restarts).
+	RestartWindow time.Duration `json:"restart_window"`
 	// Duration is the simulated time.
 	Duration time.Duration `json:"duration"`
 	Params   Params        `json:"params"`
@@ -49,6 +52,8 @@ func Scenarios() []Scenario {
 	return []Scenario{
 		{Name: "skype2010", Summary: "30% of the supernodes crash at once at a peak hour (90% full); their clients, and every client whose session breaks, retry",
 			defaults: skype2010},
+		{Name: "restart-wave", Summary: "a client release: every client restarts once within 10 minutes (leaves with a Detach, comes back after waiting for its ring); no supernode crashes",
+			defaults: restartWave},
 		{Name: "recovery", Summary: "testnet.BenchmarkRecovery's network: 20 supernodes of capacity 40, 600 clients, 30% crash, 3 megas of 200 promoted at the crash",
 			defaults: recovery},
 	}
@@ -103,6 +108,21 @@ func skype2010(c *Config) {
 	}
 }
 
+// restartWave: 10,000 clients and 100 supernodes unless told, 90% full,
+// every client restarting within 10 minutes from 10 s in, 11 simulated
+// minutes, no crash and no megas.
+func restartWave(c *Config) {
+	if c.Clients == 0 {
+		c.Clients = 10000
+	}
+	if c.Supernodes == 0 {
+		c.Supernodes = max(1, c.Clients/100)
+	}
+	c.Capacity = max(1, int(math.Ceil(float64(c.Clients)/float64(c.Supernodes)/0.9)))
+	c.CrashAt, c.RestartWindow, c.Duration = 10*time.Second, 10*time.Minute, 11*time.Minute
+	c.MegaBefore, c.MegaCapacity = 1, 5*c.Capacity
+}
+
 // recovery: testnet.BenchmarkRecovery at full scale (docs/BENCHMARKS.md,
 // "Mega-supernode recovery"): 20 × 40, 600 clients, 3 megas of capacity 1
 // promoted to 200, keepalive 1 s, retry-after 1 s, retry 500 ms–4 s,
@@ -142,7 +162,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sim: capacities must be >= 1 and megas >= 0")
 	case c.CrashFraction < 0 || c.CrashFraction > 1:
 		return fmt.Errorf("sim: crash fraction must be in [0, 1], got %v", c.CrashFraction)
-	case c.Duration <= 0 || c.CrashAt < 0:
+	case c.Duration <= 0 || c.CrashAt < 0 || c.RestartWindow < 0:
 		return fmt.Errorf("sim: duration must be > 0 and crash time >= 0")
 	case c.Duration > 24*time.Hour:
 		return fmt.Errorf("sim: duration at most 24h, got %v", c.Duration)

@@ -350,6 +350,13 @@ func (s *Sim) handle(e event) {
 		s.at(100*time.Millisecond, event{k: evSample})
 	case evCrash:
 		s.crash()
+		if s.cfg.RestartWindow > 0 {
+			for i := range s.clients {
+				s.at(s.randDur(s.cfg.RestartWindow), event{k: evRestart, a: int32(i)})
+			}
+		}
+	case evRestart:
+		s.restart(e.a)
 	}
 }
 
@@ -762,6 +769,27 @@ func (s *Sim) kill(b int32) {
 	for _, i := range sn.clients {
 		s.at(s.silence-s.randDur(s.p.Keepalive), event{k: evSessionDead, a: i, b: b, gen: s.clients[i].gen})
 	}
+}
+
+// restart is a client process restarting: it leaves its session with a
+// Detach (the supernode frees the slot at once), forgets its waits and
+// alternatives, and the new process waits for its ring (one announce
+// interval: node/client's waitForRing, less its two debounce windows),
+// then staggers its first pass over one retry base, as Client.Run does.
+func (s *Sim) restart(i int32) {
+	c := &s.clients[i]
+	if c.state == csAttached {
+		s.detach(i)
+	} else {
+		c.gen++
+	}
+	if c.bo != nil {
+		s.boPool = append(s.boPool, c.bo)
+		c.bo.Reset()
+		c.bo = nil
+	}
+	c.state, c.last, c.alts, c.nb, c.run, c.home = csWaiting, -1, nil, nil, nil, false
+	s.at(s.p.AnnounceInterval+s.stagger(s.p.Backoff.Base), event{k: evPass, a: i, gen: c.gen})
 }
 
 // crash is the scenario's failure: CrashFraction of the regular

@@ -270,3 +270,12 @@ func TestWriteReport(t *testing.T) {
 		t.Fatalf("report.md: %v\n%s", err, md)
 	}
 }
+
+// restart-wave: every client leaves and attaches again once, and the
+// network stays whole.
+func TestRestartWave(t *testing.T) {
+	sum := mustSim(t, "restart-wave", "overlayd", 2000, 20, 1, 0).Run().Summary
+	if sum.Attempts.Accept < 2000 || sum.FinalAttached != 1 || sum.LowestAttached == 1 || sum.SupernodesFailed != 0 || sum.AboveCapacity != 0 {
+		t.Fatalf("%+v: want every client to attach again (2,000 accepts at least), all attached at the end, none failed or above capacity", sum)
+	}
+}
