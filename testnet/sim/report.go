@@ -61,7 +61,11 @@ type Counts struct {
 }
 
 // Series are the time series. T is seconds of simulated time; every other
-// slice is indexed like T, except AttemptsPer100ms (one per 100 ms from 0).
+// slice is indexed like T, except AttemptsPer100 (one per 100 ms from 0:
+// the attempts whose outcome — ACCEPT, BUSY, REDIRECT or failure — reached
+// their client in that window, as the testnet counts them). Load is the
+// regular supernodes' attached clients over their capacity (quantiles over
+// the live ones); MegaLoad the clients on every mega together.
 type Series struct {
 	T              []float64 `json:"t_s"`
 	Attached       []float64 `json:"attached"`
