@@ -66,14 +66,19 @@ func planWith(mr *MegaRing, self peer.ID, home []peer.ID, last peer.ID, alts []p
 	var spare, megas []int
 	var weights []int
 	for i := range snap.Entries {
+		// The cheap tests first: skip looks up two maps, and most
+		// entries of a loaded network are full regular supernodes.
 		e := &snap.Entries[i]
 		switch {
-		case skip(e.ID):
 		case e.Role == protocol.RoleMega:
-			megas = append(megas, i)
+			if !skip(e.ID) {
+				megas = append(megas, i)
+			}
 		case cluster.Spare(*e) > 0:
-			spare = append(spare, i)
-			weights = append(weights, cluster.Spare(*e))
+			if !skip(e.ID) {
+				spare = append(spare, i)
+				weights = append(weights, cluster.Spare(*e))
+			}
 		}
 	}
 	ais := make([]peer.AddrInfo, len(megas))
