@@ -35,6 +35,7 @@ func TestTestnetSim(t *testing.T) {
 		{"--scenario", "nope"},
 		{"--clients", "-1"},
 		{"--duration", "-1s"},
+		{"--duration", "5s"},
 		{"--supernodes", "70000"},
 		{"extra"},
 	} {

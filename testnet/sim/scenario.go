@@ -164,6 +164,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sim: crash fraction must be in [0, 1], got %v", c.CrashFraction)
 	case c.Duration <= 0 || c.CrashAt < 0 || c.RestartWindow < 0:
 		return fmt.Errorf("sim: duration must be > 0 and crash time >= 0")
+	case c.CrashAt >= c.Duration:
+		return fmt.Errorf("sim: the scenario acts at %v, not before the end (duration %v)", c.CrashAt, c.Duration)
 	case c.Duration > 24*time.Hour:
 		return fmt.Errorf("sim: duration at most 24h, got %v", c.Duration)
 	}

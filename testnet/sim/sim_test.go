@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -229,8 +230,10 @@ func TestCascade(t *testing.T) {
 	if ours.TimeTo100 == nil || ours.FinalAttached != 1 {
 		t.Errorf("overlayd: not every client attached again (final %.4f)", ours.FinalAttached)
 	}
-	t.Logf("2010: %+v", old)
-	t.Logf("overlayd: %+v", ours)
+	for name, sum := range map[string]Summary{"2010": old, "overlayd": ours} {
+		b, _ := json.Marshal(sum)
+		t.Logf("%s: %s", name, b)
+	}
 }
 
 func TestConfigErrors(t *testing.T) {
@@ -246,6 +249,7 @@ func TestConfigErrors(t *testing.T) {
 		"sample":    func(c *Config) { c.Params.Sample = 150 * time.Millisecond },
 		"latency":   func(c *Config) { c.Params.LatencyMean = c.Params.LatencyMin - 1 },
 		"duration":  func(c *Config) { c.Duration = 0 },
+		"too short": func(c *Config) { c.Duration = c.CrashAt },
 		"too large": func(c *Config) { c.Supernodes = 1 << 16 },
 	} {
 		c, err := NewConfig("skype2010", mustPolicy(t, "overlayd"), 100, 2, 1)
