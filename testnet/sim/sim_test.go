@@ -168,7 +168,7 @@ func TestPlanMatchesDaemon(t *testing.T) {
 // the client's own Backoff, or Fixed without jitter.
 func TestBackoffMatchesDaemon(t *testing.T) {
 	for _, pol := range []string{"overlayd", "no-jitter"} {
-		s := mustSim(t, "skype2010", pol, 200, 4, 5, time.Second)
+		s := mustSim(t, "skype2010", pol, 200, 4, 5, 0)
 		ref := cloneRand(t, s)
 		var want backoff.Strategy = backoff.Fixed(s.p.FixedRetry)
 		if s.cfg.Policy.Jitter {
