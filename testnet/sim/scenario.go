@@ -33,6 +33,9 @@ type Config struct {
 	// RestartWindow: every client restarts once, at a uniform time in
 	// [CrashAt, CrashAt+RestartWindow) (0: no restarts).
 	RestartWindow time.Duration `json:"restart_window"`
+	// ChurnMean: from CrashAt on, every client restarts again and again,
+	// the intervals exponential of this mean (0: no churn).
+	ChurnMean time.Duration `json:"churn_mean"`
 	// Duration is the simulated time.
 	Duration time.Duration `json:"duration"`
 	Params   Params        `json:"params"`
@@ -54,6 +57,8 @@ func Scenarios() []Scenario {
 			defaults: skype2010},
 		{Name: "restart-wave", Summary: "a client release: every client restarts once within 10 minutes (leaves with a Detach, comes back after waiting for its ring); no supernode crashes",
 			defaults: restartWave},
+		{Name: "churn", Summary: "clients leave and come back at a steady rate (each restarts every 10 minutes on average); no supernode crashes",
+			defaults: churn},
 		{Name: "recovery", Summary: "testnet.BenchmarkRecovery's network: 20 supernodes of capacity 40, 600 clients, 30% crash, 3 megas of 200 promoted at the crash",
 			defaults: recovery},
 	}
@@ -123,6 +128,13 @@ func restartWave(c *Config) {
 	c.MegaBefore, c.MegaCapacity = 1, 5*c.Capacity
 }
 
+// churn: restart-wave's network, every client restarting on average
+// every 10 minutes (a Poisson process per client), 10 simulated minutes.
+func churn(c *Config) {
+	restartWave(c)
+	c.RestartWindow, c.ChurnMean, c.Duration = 0, 10*time.Minute, 10*time.Minute
+}
+
 // recovery: testnet.BenchmarkRecovery at full scale (docs/BENCHMARKS.md,
 // "Mega-supernode recovery"): 20 × 40, 600 clients, 3 megas of capacity 1
 // promoted to 200, keepalive 1 s, retry-after 1 s, retry 500 ms–4 s,
@@ -162,7 +174,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sim: capacities must be >= 1 and megas >= 0")
 	case c.CrashFraction < 0 || c.CrashFraction > 1:
 		return fmt.Errorf("sim: crash fraction must be in [0, 1], got %v", c.CrashFraction)
-	case c.Duration <= 0 || c.CrashAt < 0 || c.RestartWindow < 0:
+	case c.Duration <= 0 || c.CrashAt < 0 || c.RestartWindow < 0 || c.ChurnMean < 0:
 		return fmt.Errorf("sim: duration must be > 0 and crash time >= 0")
 	case c.CrashAt >= c.Duration:
 		return fmt.Errorf("sim: the scenario acts at %v, not before the end (duration %v)", c.CrashAt, c.Duration)

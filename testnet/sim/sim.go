@@ -355,6 +355,11 @@ func (s *Sim) handle(e event) {
 				s.at(s.randDur(s.cfg.RestartWindow), event{k: evRestart, a: int32(i)})
 			}
 		}
+		if s.cfg.ChurnMean > 0 {
+			for i := range s.clients {
+				s.at(s.churnWait(), event{k: evRestart, a: int32(i)})
+			}
+		}
 	case evRestart:
 		s.restart(e.a)
 	}
@@ -790,6 +795,14 @@ func (s *Sim) restart(i int32) {
 	}
 	c.state, c.last, c.alts, c.nb, c.run, c.home = csWaiting, -1, nil, nil, nil, false
 	s.at(s.p.AnnounceInterval+s.stagger(s.p.Backoff.Base), event{k: evPass, a: i, gen: c.gen})
+	if s.cfg.ChurnMean > 0 {
+		s.at(s.churnWait(), event{k: evRestart, a: i})
+	}
+}
+
+// churnWait is the time to a client's next restart under churn.
+func (s *Sim) churnWait() time.Duration {
+	return time.Duration(s.rng.ExpFloat64() * float64(s.cfg.ChurnMean))
 }
 
 // crash is the scenario's failure: CrashFraction of the regular

@@ -283,3 +283,15 @@ func TestRestartWave(t *testing.T) {
 		t.Fatalf("%+v: want every client to attach again (2,000 accepts at least), all attached at the end, none failed or above capacity", sum)
 	}
 }
+
+// churn: clients keep restarting (about clients × duration / mean of
+// them), each attaches again, and nothing fails.
+func TestChurn(t *testing.T) {
+	s := mustSim(t, "churn", "overlayd", 2000, 20, 1, 0)
+	want := int(float64(2000) * float64(s.cfg.Duration-s.cfg.CrashAt) / float64(s.cfg.ChurnMean))
+	sum := s.Run().Summary
+	if sum.Attempts.Accept < want*8/10 || sum.LowestAttached > 0.999 || sum.FinalAttached < 0.97 || sum.SupernodesFailed != 0 || sum.AboveCapacity != 0 {
+		b, _ := json.Marshal(sum)
+		t.Fatalf("%s: want about %d re-attaches, clients briefly away, at least 97%% attached at the end, none failed or above capacity", b, want)
+	}
+}
