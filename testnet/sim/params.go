@@ -37,8 +37,9 @@ type Params struct {
 	// Cores is each supernode's CPU. Guess: 1.
 	Cores float64
 	// AttemptCPU is the CPU one attach attempt costs a supernode,
-	// connection setup included, answered BUSY or REDIRECT. Measured:
-	// 0.24 cores at 362 refusals/s = 0.66 ms (docs/BENCHMARKS.md,
+	// connection setup included, answered BUSY or REDIRECT. From the
+	// real binary's published measurement (not re-measured here): 0.24
+	// cores at 362 refusals/s = 0.66 ms (docs/BENCHMARKS.md,
 	// "Admission surge", C = 25, policy=fixed; `OVERLAYD_SURGE=1 go test
 	// -run '^$' -bench BenchmarkSurge -benchtime=1x ./testnet`).
 	AttemptCPU time.Duration
