@@ -295,3 +295,46 @@ func TestChurn(t *testing.T) {
 		t.Fatalf("%s: want about %d re-attaches, clients briefly away, at least 97%% attached at the end, none failed or above capacity", b, want)
 	}
 }
+
+// The return-home decision: a simulated client away from home asks what
+// node/client.ReturnTargets names for the home cluster the daemon's
+// functions give it.
+func TestReturnMatchesDaemon(t *testing.T) {
+	s := mustSim(t, "recovery", "overlayd", 0, 0, 2, 0)
+	compared, nonEmpty := 0, 0
+	for step := s.cfg.CrashAt + 5*time.Second; step < s.cfg.Duration && nonEmpty < 10; step += time.Second {
+		s.RunUntil(step)
+		r, err := ring.New(cluster.Members(s.snap, s.time(), cluster.DefaultPolicy(s.p.AnnounceInterval, true)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range s.clients {
+			c := &s.clients[i]
+			if c.state != csAttached || c.run != nil || c.home {
+				continue
+			}
+			id := s.clientID(int32(i))
+			home := cluster.Home(r, []byte(id))
+			cur := s.sns[c.sn].id
+			if slices.Contains(home, cur) {
+				continue
+			}
+			want := ids(client.ReturnTargets(home, cur, s.snap, c.nb, s.time()))
+			s.tryReturn(int32(i))
+			var got []peer.ID
+			if c.run != nil {
+				got = ids(c.run.targets)
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("client %d: simulator asks %v, node/client would ask %v", i, got, want)
+			}
+			compared++
+			if len(want) > 0 {
+				nonEmpty++
+			}
+		}
+	}
+	if nonEmpty < 10 {
+		t.Fatalf("compared %d return decisions, %d with somewhere to go; want at least 10 of those", compared, nonEmpty)
+	}
+}
