@@ -17,6 +17,7 @@ import (
 
 	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/testnet"
+	"github.com/overlayd/overlayd/testnet/sim"
 )
 
 func testnetCommand() *cli.Command {
@@ -78,8 +79,113 @@ func testnetCommand() *cli.Command {
 				return runScenario(ctx, c.App.Writer, testnet.RunConfig{Config: cfg, Scenario: c.String("scenario"), Version: node.BuildVersion().Version},
 					c.String("report"), isTerminal(c.App.Writer))
 			},
-		}},
+		}, simCommand()},
 	}
+}
+
+// simCommand is `overlayd testnet sim`: the discrete-event simulator.
+func simCommand() *cli.Command {
+	var names []string
+	for _, s := range sim.Scenarios() {
+		names = append(names, fmt.Sprintf("  %-10s %s", s.Name, s.Summary))
+	}
+	return &cli.Command{
+		Name:  "sim",
+		Usage: "simulate a scenario at scale with the daemon's own decision code (virtual time, one thread)",
+		Description: "Runs a scenario in a deterministic discrete-event simulation: the ring, directory, home\n" +
+			"clusters, failover plan, backoff and capacity semaphores are overlayd's code; the network\n" +
+			"and the supernodes' CPU are modelled (testnet/sim.Params). The same --seed gives a\n" +
+			"byte-identical report.json.\n\nScenarios:\n" + strings.Join(names, "\n") +
+			"\n\nPolicies: " + strings.Join(sim.PolicyNames(), ", "),
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "scenario", Usage: "scenario: " + strings.Join(sim.ScenarioNames(), ", "), Value: "skype2010"},
+			&cli.StringFlag{Name: "policy", Usage: "policy: " + strings.Join(sim.PolicyNames(), ", "), Value: "overlayd"},
+			&cli.IntFlag{Name: "clients", Usage: "ordinary nodes (0: the scenario's)"},
+			&cli.IntFlag{Name: "supernodes", Usage: "regular supernodes (0: the scenario's)"},
+			&cli.Uint64Flag{Name: "seed", Usage: "seed of the identities and every random choice", Value: 1},
+			&cli.DurationFlag{Name: "duration", Usage: "simulated time (0: the scenario's)"},
+			&cli.StringFlag{Name: "out", Usage: "write report.json into this directory"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageError{fmt.Errorf("testnet sim: unexpected argument %q", c.Args().First())}
+			}
+			pol, err := sim.FindPolicy(c.String("policy"))
+			if err != nil {
+				return usageError{fmt.Errorf("--policy: %w", err)}
+			}
+			for _, f := range []string{"clients", "supernodes"} {
+				if c.Int(f) < 0 {
+					return usageError{fmt.Errorf("--%s must be >= 0, got %d", f, c.Int(f))}
+				}
+			}
+			if c.Duration("duration") < 0 {
+				return usageError{fmt.Errorf("--duration must be >= 0, got %v", c.Duration("duration"))}
+			}
+			cfg, err := sim.NewConfig(c.String("scenario"), pol, c.Int("clients"), c.Int("supernodes"), c.Uint64("seed"))
+			if err == nil && c.Duration("duration") > 0 {
+				cfg.Duration = c.Duration("duration")
+				err = cfg.Validate()
+			}
+			if err != nil {
+				return usageError{err}
+			}
+			return runSim(c.App.Writer, c.App.ErrWriter, cfg, c.String("out"))
+		},
+	}
+}
+
+// runSim runs one simulation, with a progress line on errw when it is a
+// terminal, and prints the summary on w.
+func runSim(w, errw io.Writer, cfg sim.Config, out string) error {
+	fmt.Fprintf(w, "sim: scenario %s, policy %s, seed %d: %d supernodes (capacity %d), %d megas (%d), %d clients, %v simulated\n",
+		cfg.Scenario, cfg.Policy.Name, cfg.Seed, cfg.Supernodes, cfg.Capacity, cfg.Megas, cfg.MegaCapacity, cfg.Clients, cfg.Duration)
+	start := time.Now()
+	s, err := sim.New(cfg)
+	if err != nil {
+		return err
+	}
+	setup := time.Since(start)
+	if isTerminal(errw) {
+		s.Progress = func(p sim.Progress) {
+			el := time.Since(start)
+			eta := time.Duration(float64(el) * float64(p.Duration-p.Sim) / float64(max(p.Sim, 1)))
+			fmt.Fprintf(errw, "\r\033[K%7.1fs of %.0fs simulated  attached %d/%d  supernodes %d  %d events  %.2fM events/s  ETA %v",
+				p.Sim.Seconds(), p.Duration.Seconds(), p.Attached, p.Clients, p.Alive, p.Events,
+				float64(p.Events)/el.Seconds()/1e6, eta.Round(time.Second))
+		}
+	}
+	rep := s.Run()
+	wall := time.Since(start)
+	if s.Progress != nil {
+		fmt.Fprintln(errw)
+	}
+	sum := rep.Summary
+	secs := func(p *float64) string {
+		if p == nil {
+			return "never"
+		}
+		return fmt.Sprintf("%.1fs", *p)
+	}
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "orphans\t%d\n", sum.Orphans)
+	fmt.Fprintf(tw, "time to 99%% / 100%% attached\t%s / %s\n", secs(sum.TimeTo99), secs(sum.TimeTo100))
+	fmt.Fprintf(tw, "attached: lowest / final\t%.4f / %.4f\n", sum.LowestAttached, sum.FinalAttached)
+	fmt.Fprintf(tw, "supernodes crashed / failed by overload\t%d / %d\n", sum.SupernodesCrashed, sum.SupernodesFailed)
+	fmt.Fprintf(tw, "regular supernodes alive: fewest / end\t%.2f / %.2f\n", sum.RegularAliveMin, sum.RegularAliveEnd)
+	fmt.Fprintf(tw, "peak load / capacity; supernodes above capacity\t%.2f; %d\n", sum.PeakLoad, sum.AboveCapacity)
+	fmt.Fprintf(tw, "megas: peak clients\t%d\n", sum.MegaPeak)
+	fmt.Fprintf(tw, "attempts: accept / busy / error; peak per 100 ms\t%d / %d / %d; %d\n", sum.Attempts.Accept, sum.Attempts.Busy, sum.Attempts.Error, sum.PeakAttempts100)
+	fmt.Fprintf(tw, "events; wall time (setup); events/s\t%d; %v (%v); %.0f\n", sum.Events, wall.Round(time.Millisecond), setup.Round(time.Millisecond), float64(sum.Events)/(wall-setup).Seconds())
+	tw.Flush()
+	if out != "" {
+		files, err := rep.Write(out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "report: %s\n", strings.Join(files, ", "))
+	}
+	return nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

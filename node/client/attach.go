@@ -126,10 +126,7 @@ func (c *Client) Run(ctx context.Context) {
 		last = sess.peer
 		// Clients of a dead or draining supernode all notice at about the
 		// same moment: spread the reattachment.
-		spread := end.spread
-		if spread == 0 {
-			spread = sess.keepalive
-		}
+		spread := FailoverSpread(end.spread, sess.keepalive)
 		sess = nil
 		if !sleep(ctx, c.stagger(spread)) {
 			return
@@ -182,24 +179,17 @@ func (c *Client) home() []peer.ID { return cluster.Home(c.rings.Load(), []byte(c
 // pass asks the planned supernodes in order until one accepts. last is the
 // supernode of the client's previous session ("" for none): plan keeps a
 // slot for it. It returns the session, or the largest retry-after hint
-// heard and the alternatives offered.
+// heard and the alternatives offered. The order and what each refusal
+// changes are decided by Pass; pass only talks to the network.
 func (c *Client) pass(ctx context.Context, reason pb.AttachRequest_Reason, last peer.ID, alts []peer.AddrInfo) (*session, time.Duration, []peer.AddrInfo) {
-	self := c.h.ID()
 	home := c.home()
-	now := c.now()
-	candidates := plan(self, home, last, alts, c.dir.Snapshot(), c.notBefore, now, c.rng)
-	if len(candidates) == 0 {
-		// No directory yet: the bootstrap peers may be supernodes.
-		for _, b := range c.cfg.Bootstrap {
-			if b.ID != self && !now.Before(c.notBefore[b.ID]) {
-				candidates = append(candidates, b)
-			}
+	p := NewPass(PassInput{Self: c.h.ID(), Home: home, Last: last, Alts: alts, Snapshot: c.dir.Snapshot(),
+		NotBefore: c.notBefore, Now: c.now(), Bootstrap: c.cfg.Bootstrap, RedirectWait: c.cfg.AnnounceInterval}, c.rng)
+	for ctx.Err() == nil {
+		ai, ok := p.Next()
+		if !ok {
+			break
 		}
-	}
-	var retryAfter time.Duration
-	var offered []peer.AddrInfo
-	for i := 0; i < len(candidates) && ctx.Err() == nil; i++ {
-		ai := candidates[i]
 		sess, resp, err := c.attempt(ctx, ai, reason)
 		switch {
 		case err != nil:
@@ -209,31 +199,10 @@ func (c *Client) pass(ctx context.Context, reason pb.AttachRequest_Reason, last 
 			sess.home = slices.Contains(home, ai.ID)
 			return sess, 0, nil
 		}
-		more := protocol.PeerAddrsFromPB(resp.GetAlternatives())
-		if resp.GetStatus() == pb.AttachResponse_STATUS_BUSY {
-			ra := time.Duration(resp.GetRetryAfterMs()) * time.Millisecond
-			retryAfter = max(retryAfter, ra)
-			c.notBefore[ai.ID] = now.Add(ra)
-		} else {
-			c.notBefore[ai.ID] = now.Add(c.cfg.AnnounceInterval)
-		}
-		// Follow offered alternatives within this pass, up to the bound.
-		for _, alt := range more {
-			if len(candidates) >= maxPerPass {
-				break
-			}
-			if alt.ID != self && !slices.ContainsFunc(candidates, func(x peer.AddrInfo) bool { return x.ID == alt.ID }) &&
-				!now.Before(c.notBefore[alt.ID]) {
-				candidates = append(candidates, alt)
-			}
-		}
-		offered = append(offered, more...)
+		p.Refused(ai.ID, resp.GetStatus() == pb.AttachResponse_STATUS_BUSY,
+			time.Duration(resp.GetRetryAfterMs())*time.Millisecond, protocol.PeerAddrsFromPB(resp.GetAlternatives()))
 	}
-	for id, t := range c.notBefore {
-		if !now.Before(t) {
-			delete(c.notBefore, id)
-		}
-	}
+	retryAfter, offered := p.Finish()
 	return nil, retryAfter, offered
 }
 
@@ -436,7 +405,7 @@ func (c *Client) keep(ctx context.Context, sess *session) sessionEnd {
 // nextReturn is when to look for room at home next: after half a
 // ReturnInterval plus a random part of one.
 func (c *Client) nextReturn() time.Time {
-	return c.now().Add(c.cfg.ReturnInterval/2 + backoff.Stagger(c.cfg.ReturnInterval, c.rng))
+	return c.now().Add(NextReturnDelay(c.cfg.ReturnInterval, c.rng))
 }
 
 // linger hands the old session's messages to the messenger for d, or
@@ -472,7 +441,7 @@ func (c *Client) linger(ctx context.Context, old, next *session, frames <-chan s
 // tryReturn attaches to a member of the home cluster that announced spare
 // capacity (returnTargets), without leaving the current session first.
 func (c *Client) tryReturn(ctx context.Context, home []peer.ID, current peer.ID) *session {
-	for _, ai := range returnTargets(home, current, c.dir.Snapshot(), c.notBefore, c.now()) {
+	for _, ai := range ReturnTargets(home, current, c.dir.Snapshot(), c.notBefore, c.now()) {
 		sess, resp, err := c.attempt(ctx, ai, pb.AttachRequest_REASON_RETURN)
 		if err != nil {
 			continue

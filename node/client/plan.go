@@ -2,10 +2,13 @@ package client
 
 import (
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/overlayd/overlayd/overlay/backoff"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/directory"
 	"github.com/overlayd/overlayd/overlay/ring"
@@ -33,6 +36,13 @@ const maxPerPass = 8
 // can announce any.
 func plan(self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap *directory.Snapshot,
 	notBefore map[peer.ID]time.Time, now time.Time, rng *rand.Rand) []peer.AddrInfo {
+	return planWith(nil, self, home, last, alts, snap, notBefore, now, rng)
+}
+
+// planWith is plan with a mega ring built beforehand (nil: none); it is
+// used only if it was built from exactly the megas this pass may ask.
+func planWith(mr *MegaRing, self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap *directory.Snapshot,
+	notBefore map[peer.ID]time.Time, now time.Time, rng *rand.Rand) []peer.AddrInfo {
 	out := make([]peer.AddrInfo, 0, maxPerPass)
 	seen := map[peer.ID]bool{self: true}
 	skip := func(id peer.ID) bool { return seen[id] || now.Before(notBefore[id]) }
@@ -51,23 +61,31 @@ func plan(self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap
 	if e, ok := snap.Get(last); ok && last != "" {
 		add(peer.AddrInfo{ID: last, Addrs: e.Addrs}, maxPerPass)
 	}
-	var spare []directory.Entry
+	// spare and megas index snap.Entries (an entry is a few hundred bytes:
+	// a pass over a directory of thousands copies none of them).
+	var spare, megas []int
 	var weights []int
-	var megas []directory.Entry
-	for _, e := range snap.Entries {
+	for i := range snap.Entries {
+		// The cheap tests first: skip looks up two maps, and most
+		// entries of a loaded network are full regular supernodes.
+		e := &snap.Entries[i]
 		switch {
-		case skip(e.ID):
 		case e.Role == protocol.RoleMega:
-			megas = append(megas, e)
-		case cluster.Spare(e) > 0:
-			spare = append(spare, e)
-			weights = append(weights, cluster.Spare(e))
+			if !skip(e.ID) {
+				megas = append(megas, i)
+			}
+		case cluster.Spare(*e) > 0:
+			if !skip(e.ID) {
+				spare = append(spare, i)
+				weights = append(weights, cluster.Spare(*e))
+			}
 		}
 	}
 	ais := make([]peer.AddrInfo, len(megas))
 	caps := make([]uint32, len(megas))
-	for i, e := range megas {
-		ais[i], caps[i] = peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, e.Capacity
+	for k, i := range megas {
+		e := &snap.Entries[i]
+		ais[k], caps[k] = peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, e.Capacity
 	}
 	megaSlot := 0
 	if len(megas) > 0 {
@@ -77,9 +95,13 @@ func plan(self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap
 		add(ai, maxPerPass-megaSlot)
 	}
 	for _, i := range cluster.Sample(weights, maxPerPass-megaSlot-len(out), rng) {
-		add(peer.AddrInfo{ID: spare[i].ID, Addrs: spare[i].Addrs}, maxPerPass-megaSlot)
+		e := &snap.Entries[spare[i]]
+		add(peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, maxPerPass-megaSlot)
 	}
-	for _, ai := range megaOrder(self, ais, caps) {
+	if mr == nil || !mr.matches(ais, caps) {
+		mr = NewMegaRing(ais, caps)
+	}
+	for _, ai := range mr.order(self) {
 		add(ai, maxPerPass)
 	}
 	return out
@@ -90,32 +112,82 @@ func plan(self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap
 // proportion to their size instead of all picking the first. Each client's
 // order is stable: it does not change between passes.
 func megaOrder(self peer.ID, megas []peer.AddrInfo, caps []uint32) []peer.AddrInfo {
+	return NewMegaRing(megas, caps).order(self)
+}
+
+// MegaRing is the ring megaOrder orders mega-supernodes by. Building it
+// costs a ring of up to cluster.MaxWeight × 160 points per mega (about a
+// millisecond for fifty megas), so a caller planning many passes against
+// one directory can build it once (SnapshotMegaRing) and pass it in
+// PassInput.Megas; a pass uses it only when it holds exactly the megas,
+// with the capacities, that the pass may ask.
+type MegaRing struct {
+	megas []peer.AddrInfo
+	caps  []uint32
+	r     *ring.Ring // nil for fewer than two megas, or if ring.New failed
+	byID  map[string]peer.AddrInfo
+}
+
+// NewMegaRing builds the ring of megas weighted by caps (caps[i] is
+// megas[i]'s capacity).
+func NewMegaRing(megas []peer.AddrInfo, caps []uint32) *MegaRing {
+	m := &MegaRing{megas: megas, caps: caps}
 	if len(megas) < 2 {
-		return megas
+		return m
 	}
 	members := make([]ring.Member, len(megas))
-	byID := make(map[string]peer.AddrInfo, len(megas))
-	for i, m := range megas {
-		members[i] = ring.Member{ID: m.ID.String(), Weight: cluster.Weight(caps[i])}
-		byID[m.ID.String()] = m
+	m.byID = make(map[string]peer.AddrInfo, len(megas))
+	for i, a := range megas {
+		members[i] = ring.Member{ID: a.ID.String(), Weight: cluster.Weight(caps[i])}
+		m.byID[a.ID.String()] = a
 	}
-	r, err := ring.New(members)
-	if err != nil {
-		return megas
+	if r, err := ring.New(members); err == nil {
+		m.r = r
 	}
-	out := make([]peer.AddrInfo, 0, len(megas))
-	for _, id := range r.LookupN([]byte(self), len(megas), nil) {
-		out = append(out, byID[id])
+	return m
+}
+
+// SnapshotMegaRing is the MegaRing of every mega-supernode of snap, in
+// the order plan lists them.
+func SnapshotMegaRing(snap *directory.Snapshot) *MegaRing {
+	var ais []peer.AddrInfo
+	var caps []uint32
+	for _, e := range snap.Entries {
+		if e.Role == protocol.RoleMega {
+			ais = append(ais, peer.AddrInfo{ID: e.ID, Addrs: e.Addrs})
+			caps = append(caps, e.Capacity)
+		}
+	}
+	return NewMegaRing(ais, caps)
+}
+
+// matches reports whether m was built from exactly these megas and
+// capacities, in this order.
+func (m *MegaRing) matches(megas []peer.AddrInfo, caps []uint32) bool {
+	return slices.Equal(m.caps, caps) &&
+		slices.EqualFunc(m.megas, megas, func(a, b peer.AddrInfo) bool {
+			return a.ID == b.ID && slices.EqualFunc(a.Addrs, b.Addrs, ma.Multiaddr.Equal)
+		})
+}
+
+// order is the megas in self's order.
+func (m *MegaRing) order(self peer.ID) []peer.AddrInfo {
+	if m.r == nil {
+		return m.megas
+	}
+	out := make([]peer.AddrInfo, 0, len(m.megas))
+	for _, id := range m.r.LookupN([]byte(self), len(m.megas), nil) {
+		out = append(out, m.byID[id])
 	}
 	return out
 }
 
-// returnTargets is the pure return-home decision: the members of the home
+// ReturnTargets is the pure return-home decision: the members of the home
 // cluster, in ring order, that a client attached away from home asks to
 // take it back — those in the directory that announced spare capacity and
 // did not ask it to wait. Empty when the client is already home (current
 // is a member) or no member has room.
-func returnTargets(home []peer.ID, current peer.ID, snap *directory.Snapshot,
+func ReturnTargets(home []peer.ID, current peer.ID, snap *directory.Snapshot,
 	notBefore map[peer.ID]time.Time, now time.Time) []peer.AddrInfo {
 	var out []peer.AddrInfo
 	for _, id := range home {
@@ -131,4 +203,137 @@ func returnTargets(home []peer.ID, current peer.ID, snap *directory.Snapshot,
 		out = append(out, peer.AddrInfo{ID: id, Addrs: e.Addrs})
 	}
 	return out
+}
+
+// PassInput is what one failover pass is planned from.
+type PassInput struct {
+	Self peer.ID
+	// Home is the client's home cluster on its ring, in ring order.
+	Home []peer.ID
+	// Last is the supernode of the previous session ("" for none).
+	Last peer.ID
+	// Alts are the alternatives offered by the refusals of the last pass
+	// (or the Detach that ended the session).
+	Alts     []peer.AddrInfo
+	Snapshot *directory.Snapshot
+	// NotBefore holds the peers that asked the client to wait, and until
+	// when. The pass records its refusals in it (it is created if nil;
+	// NotBefore returns it) and drops expired entries in Finish.
+	NotBefore map[peer.ID]time.Time
+	Now       time.Time
+	// Bootstrap are asked when the plan is empty (no directory yet).
+	Bootstrap []peer.AddrInfo
+	// RedirectWait is how long a REDIRECT parks its peer: the announce
+	// interval, by which it has said whether it admits again.
+	RedirectWait time.Duration
+	// Megas, if not nil, is the mega ring built beforehand for Snapshot
+	// (SnapshotMegaRing); the pass builds its own when it does not match.
+	Megas *MegaRing
+}
+
+// Pass is the pure bookkeeping of one failover pass: which supernode to
+// ask next, and what each refusal changes (the wait it asks for, the
+// alternatives it offers, followed within the pass up to MaxPerPass). The
+// daemon's client drives it over the network; testnet/sim drives it with
+// simulated answers. It does not read a clock.
+type Pass struct {
+	self         peer.ID
+	now          time.Time
+	redirectWait time.Duration
+	candidates   []peer.AddrInfo
+	next         int
+	notBefore    map[peer.ID]time.Time
+	retryAfter   time.Duration
+	offered      []peer.AddrInfo
+}
+
+// MaxPerPass bounds the supernodes one failover pass asks.
+const MaxPerPass = maxPerPass
+
+// NewPass plans a pass (plan; the bootstrap peers that did not ask to
+// wait when the plan is empty). rng is the client's own source.
+func NewPass(in PassInput, rng *rand.Rand) *Pass {
+	p := &Pass{self: in.Self, now: in.Now, redirectWait: in.RedirectWait, notBefore: in.NotBefore}
+	p.candidates = planWith(in.Megas, in.Self, in.Home, in.Last, in.Alts, in.Snapshot, in.NotBefore, in.Now, rng)
+	if len(p.candidates) == 0 {
+		// No directory yet: the bootstrap peers may be supernodes.
+		for _, b := range in.Bootstrap {
+			if b.ID != in.Self && !in.Now.Before(in.NotBefore[b.ID]) {
+				p.candidates = append(p.candidates, b)
+			}
+		}
+	}
+	return p
+}
+
+// Candidates returns the supernodes planned so far (alternatives followed
+// are appended as they come). Callers must not modify it.
+func (p *Pass) Candidates() []peer.AddrInfo { return p.candidates }
+
+// Next returns the next supernode to ask, or false when the pass is over.
+func (p *Pass) Next() (peer.AddrInfo, bool) {
+	if p.next >= len(p.candidates) {
+		return peer.AddrInfo{}, false
+	}
+	p.next++
+	return p.candidates[p.next-1], true
+}
+
+// Refused records a refusal from id: BUSY (busy, with its retry-after
+// hint) parks id for the hint, REDIRECT for RedirectWait; the offered
+// alternatives that are new, not self and not parked are asked later in
+// this pass, up to MaxPerPass in all.
+func (p *Pass) Refused(id peer.ID, busy bool, retryAfter time.Duration, more []peer.AddrInfo) {
+	if p.notBefore == nil {
+		p.notBefore = map[peer.ID]time.Time{}
+	}
+	if busy {
+		p.retryAfter = max(p.retryAfter, retryAfter)
+		p.notBefore[id] = p.now.Add(retryAfter)
+	} else {
+		p.notBefore[id] = p.now.Add(p.redirectWait)
+	}
+	for _, alt := range more {
+		if len(p.candidates) >= maxPerPass {
+			break
+		}
+		if alt.ID != p.self && !slices.ContainsFunc(p.candidates, func(x peer.AddrInfo) bool { return x.ID == alt.ID }) &&
+			!p.now.Before(p.notBefore[alt.ID]) {
+			p.candidates = append(p.candidates, alt)
+		}
+	}
+	p.offered = append(p.offered, more...)
+}
+
+// Finish ends a pass that found no session: it drops the waits that have
+// passed from NotBefore and returns the largest retry-after hint heard and
+// every alternative offered.
+func (p *Pass) Finish() (time.Duration, []peer.AddrInfo) {
+	for id, t := range p.notBefore {
+		if !p.now.Before(t) {
+			delete(p.notBefore, id)
+		}
+	}
+	return p.retryAfter, p.offered
+}
+
+// NotBefore returns the pass's wait map (the input's, or the one Refused
+// created).
+func (p *Pass) NotBefore() map[peer.ID]time.Time { return p.notBefore }
+
+// FailoverSpread is the window a client whose session ended spreads its
+// next pass over: the spread its Detach asked for, or one keepalive
+// interval when there was none (a dead supernode's clients all notice at
+// about the same moment).
+func FailoverSpread(detachSpread, keepalive time.Duration) time.Duration {
+	if detachSpread == 0 {
+		return keepalive
+	}
+	return detachSpread
+}
+
+// NextReturnDelay is how long an attached client waits before looking for
+// room at home again: half a return interval plus a random part of one.
+func NextReturnDelay(interval time.Duration, rng *rand.Rand) time.Duration {
+	return interval/2 + backoff.Stagger(interval, rng)
 }

@@ -275,13 +275,112 @@ func TestReturnTargets(t *testing.T) {
 		{"a member whose wait is over is asked", p[4], map[peer.ID]time.Time{p[2]: now}, []peer.ID{p[2], p[3]}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ids(returnTargets(home, tc.current, snap, tc.notBefore, now))
+			got := ids(ReturnTargets(home, tc.current, snap, tc.notBefore, now))
 			if !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
 				t.Fatalf("returnTargets = %v, want %v", got, tc.want)
 			}
 		})
 	}
-	if got := returnTargets([]peer.ID{p[5]}, p[4], snap, nil, now); len(got) != 0 {
+	if got := ReturnTargets([]peer.ID{p[5]}, p[4], snap, nil, now); len(got) != 0 {
 		t.Fatalf("a home member missing from the directory was a target: %v", ids(got))
+	}
+}
+
+// Pass asks the plan in order, parks refusing peers (BUSY for its hint,
+// REDIRECT for RedirectWait), follows new alternatives up to MaxPerPass
+// (not self, not parked, not twice), returns the largest hint and every
+// alternative offered, and drops the waits that have passed.
+func TestPass(t *testing.T) {
+	p := testIDs(t, 14)
+	self := p[13]
+	now := time.Unix(100, 0)
+	snap := snapshot(entry(p[0], protocol.RoleSupernode, 10, 10), entry(p[1], protocol.RoleSupernode, 10, 10))
+	nb := map[peer.ID]time.Time{p[5]: now.Add(time.Minute), p[6]: now.Add(-time.Second)}
+	ps := NewPass(PassInput{Self: self, Home: []peer.ID{p[0], p[1]}, Snapshot: snap, NotBefore: nb, Now: now,
+		RedirectWait: 10 * time.Second}, rand.New(rand.NewPCG(1, 2)))
+	var asked []peer.ID
+	ai, ok := ps.Next()
+	if !ok || ai.ID != p[0] {
+		t.Fatalf("first = %v %v, want the first home member", ai.ID, ok)
+	}
+	asked = append(asked, ai.ID)
+	alts := []peer.AddrInfo{{ID: self}, {ID: p[1]}, {ID: p[5]}, {ID: p[2]}, {ID: p[3]}}
+	ps.Refused(p[0], true, 2*time.Second, alts)
+	more := []peer.AddrInfo{{ID: p[4]}, {ID: p[7]}, {ID: p[8]}, {ID: p[9]}, {ID: p[10]}, {ID: p[11]}}
+	for {
+		ai, ok := ps.Next()
+		if !ok {
+			break
+		}
+		asked = append(asked, ai.ID)
+		if ai.ID == p[1] {
+			ps.Refused(p[1], false, 0, more)
+		}
+	}
+	want := []peer.ID{p[0], p[1], p[2], p[3], p[4], p[7], p[8], p[9]}
+	if !slices.Equal(asked, want) {
+		t.Fatalf("asked %v, want %v", asked, want)
+	}
+	ra, offered := ps.Finish()
+	if ra != 2*time.Second || len(offered) != len(alts)+len(more) {
+		t.Fatalf("Finish = %v, %d offered; want 2s and %d", ra, len(offered), len(alts)+len(more))
+	}
+	if !nb[p[0]].Equal(now.Add(2*time.Second)) || !nb[p[1]].Equal(now.Add(10*time.Second)) {
+		t.Fatalf("waits %v", nb)
+	}
+	if _, ok := nb[p[6]]; ok {
+		t.Fatal("a wait that had passed was kept")
+	}
+	if _, ok := nb[p[5]]; !ok {
+		t.Fatal("a pending wait was dropped")
+	}
+	// An empty plan falls back to the bootstrap peers that did not ask to wait.
+	boot := NewPass(PassInput{Self: self, Snapshot: snapshot(), NotBefore: nb, Now: now,
+		Bootstrap: []peer.AddrInfo{{ID: self}, {ID: p[5]}, {ID: p[12]}}}, rand.New(rand.NewPCG(1, 2)))
+	if got := ids(boot.Candidates()); !slices.Equal(got, []peer.ID{p[12]}) {
+		t.Fatalf("bootstrap fallback %v, want [%v]", got, p[12])
+	}
+	// Without a wait map, Refused makes one.
+	fresh := NewPass(PassInput{Self: self, Home: []peer.ID{p[0]}, Snapshot: snap, Now: now}, rand.New(rand.NewPCG(1, 2)))
+	fresh.Refused(p[0], true, time.Second, nil)
+	if _, ok := fresh.NotBefore()[p[0]]; !ok {
+		t.Fatal("Refused without a wait map recorded nothing")
+	}
+}
+
+func TestFailoverSpreadAndReturnDelay(t *testing.T) {
+	if FailoverSpread(0, 5*time.Second) != 5*time.Second || FailoverSpread(time.Second, 5*time.Second) != time.Second {
+		t.Fatal("FailoverSpread: want the Detach's spread, else one keepalive")
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100 {
+		if d := NextReturnDelay(10*time.Second, rng); d < 5*time.Second || d >= 15*time.Second {
+			t.Fatalf("NextReturnDelay(10s) = %v, want [5s, 15s)", d)
+		}
+	}
+}
+
+// A mega ring built beforehand gives the plan built without one, and a
+// stale one (other megas, other capacities, a mega parked) is not used.
+func TestPlanWithMegaRing(t *testing.T) {
+	p := testIDs(t, 40)
+	es := []directory.Entry{entry(p[0], protocol.RoleSupernode, 10, 10), entry(p[1], protocol.RoleSupernode, 10, 4),
+		entry(p[2], protocol.RoleMega, 500, 0), entry(p[3], protocol.RoleMega, 2000, 0), entry(p[4], protocol.RoleMega, 900, 0)}
+	snap := snapshot(es...)
+	stale := SnapshotMegaRing(snapshot(es[0], es[1], es[2], es[3], entry(p[4], protocol.RoleMega, 100, 0)))
+	fresh := SnapshotMegaRing(snap)
+	for _, self := range p[5:] {
+		for i, nb := range []map[peer.ID]time.Time{{}, {p[3]: time.Unix(10, 0)}} {
+			want := ids(plan(self, []peer.ID{p[0]}, "", nil, snap, nb, time.Unix(0, 0), rand.New(rand.NewPCG(1, 2))))
+			for _, mr := range []*MegaRing{fresh, stale} {
+				got := ids(planWith(mr, self, []peer.ID{p[0]}, "", nil, snap, nb, time.Unix(0, 0), rand.New(rand.NewPCG(1, 2))))
+				if !slices.Equal(got, want) {
+					t.Fatalf("case %d: with a mega ring %v, without %v", i, got, want)
+				}
+			}
+		}
+	}
+	if !fresh.matches(fresh.megas, fresh.caps) || stale.matches(fresh.megas, fresh.caps) {
+		t.Fatal("matches: want true for its own megas, false for other capacities")
 	}
 }
