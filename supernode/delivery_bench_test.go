@@ -23,7 +23,6 @@ import (
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 	"github.com/overlayd/overlayd/supernode/capacity"
-	"github.com/overlayd/overlayd/supernode/fanout"
 )
 
 // BenchmarkMemberDelivery measures what one member delivery costs the
@@ -113,12 +112,7 @@ func newDeliveryFixture(b *testing.B, members int, perFrame bool) *deliveryFixtu
 			b.Fatal(err)
 		}
 		b.Cleanup(adm.Close)
-		eng, err := fanout.New(0)
-		if err != nil {
-			b.Fatal(err)
-		}
-		eng.Start()
-		b.Cleanup(eng.Close)
+		eng := newEngine(b)
 		self := f.sn.ID()
 		rg := newRing(b, self)
 		f.r, err = NewRouter(f.sn, adm, RouterConfig{Ring: func() *ring.Ring { return rg }, IsSupernode: func(peer.ID) bool { return false },

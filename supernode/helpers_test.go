@@ -249,12 +249,7 @@ func newSupernode(t testing.TB, n *testNet, cfg supernodeConfig) *testSupernode 
 	t.Cleanup(adm.Close)
 	sn := &testSupernode{h: h, adm: adm, sems: sems}
 	if cfg.router != nil {
-		eng, err := fanout.New(0)
-		if err != nil {
-			t.Fatalf("fanout engine: %v", err)
-		}
-		eng.Start()
-		t.Cleanup(eng.Close)
+		eng := newEngine(t)
 		rc := *cfg.router
 		rc.Sems, rc.Fanout = sems, eng
 		if rc.Ring == nil {
@@ -274,6 +269,18 @@ func newSupernode(t testing.TB, n *testNet, cfg supernodeConfig) *testSupernode 
 	}
 	adm.Start()
 	return sn
+}
+
+// newEngine starts a fanout engine that the test's cleanup closes.
+func newEngine(t testing.TB) *fanout.Engine {
+	t.Helper()
+	eng, err := fanout.New(0)
+	if err != nil {
+		t.Fatalf("fanout engine: %v", err)
+	}
+	eng.Start()
+	t.Cleanup(eng.Close)
+	return eng
 }
 
 // newWriters starts a pool of outbox writers that the test's cleanup

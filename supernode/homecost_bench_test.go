@@ -16,7 +16,6 @@ import (
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 	"github.com/overlayd/overlayd/supernode/capacity"
-	"github.com/overlayd/overlayd/supernode/fanout"
 )
 
 // BenchmarkHomeCost measures what a group's home pays per publish as the
@@ -109,12 +108,7 @@ func newHomeCostFixture(b *testing.B) *homeCostFixture {
 				b.Fatal(err)
 			}
 			b.Cleanup(adm.Close)
-			eng, err := fanout.New(0)
-			if err != nil {
-				b.Fatal(err)
-			}
-			eng.Start()
-			b.Cleanup(eng.Close)
+			eng := newEngine(b)
 			r, err := NewRouter(h, adm, RouterConfig{
 				Ring: f.rg.Load, IsSupernode: dir.has,
 				Refresh: 10 * time.Minute, MaxMemberships: 1 << 20, Sems: sems, Fanout: eng,
