@@ -373,7 +373,7 @@ func freePort(b *testing.B, ns string) int {
 //	a (10.201.1.2) ── veth ── s (10.201.1.1, 10.201.2.1) ── veth ── b (10.201.2.2)
 //
 // The supernode runs in s, the exposing peer in a, the connecting peer in
-// b. s does not forward (ip_forward is 0 in a new namespace) and a and b
+// b. s does not forward (ip_forward 0) and a and b
 // have routes to their own link only, so a and b reach each other through
 // nothing but the supernode's relay: a direct dial between them fails at
 // once (network unreachable), and so does hole punching.
@@ -435,9 +435,24 @@ func relayNetns(b *testing.B, cl *cleanups) relayNets {
 			b.Fatal(err)
 		}
 	}
-	// The namespace s must not forward between a and b.
+	// The namespace s must not forward between a and b. A new namespace
+	// may inherit forwarding from the host's (net.core.devconf_inherit_init_net).
+	if err := run("ip", "netns", "exec", n.s, "sh", "-c", "echo 0 > /proc/sys/net/ipv4/ip_forward"); err != nil {
+		b.Fatal(err)
+	}
 	if data, err := exec.Command("ip", "netns", "exec", n.s, "cat", "/proc/sys/net/ipv4/ip_forward").Output(); err != nil || strings.TrimSpace(string(data)) != "0" {
 		b.Fatalf("namespace %s forwards (ip_forward %q, %v): a and b could reach each other directly", n.s, data, err)
+	}
+	// And a direct dial from b to a fails for want of a route (a refused
+	// connection would mean a is reachable).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := dialIn(ctx, n.b, relNetA+".2:4101")
+	if err == nil {
+		c.Close()
+	}
+	if !errors.Is(err, syscall.ENETUNREACH) {
+		b.Fatalf("a direct dial from %s to %s.2 gave %v, want network unreachable", n.b, relNetA, err)
 	}
 	return n
 }
