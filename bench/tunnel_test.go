@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -64,6 +66,9 @@ const (
 	// the framing, the connection's opening and the warm-up echo.
 	bulkRelayed = 96 << 10
 	mib         = 1 << 20
+	// raisedCircuitData is --relay-circuit-data on
+	// path=overlayd-relayed-raised: more than a run sends on one circuit.
+	raisedCircuitData = 1 << 40
 	// opTimeout bounds one operation on a connection.
 	opTimeout = 2 * time.Minute
 )
@@ -221,6 +226,9 @@ type tunnelPath struct {
 	daemons []int
 	relay   *ovDaemon
 	relayed bool
+	// limited: the relay cuts a circuit after relayCircuitData per
+	// direction, so every iteration starts on a fresh circuit.
+	limited bool
 	// bulk is the size of a bulk iteration.
 	bulk int
 }
@@ -249,7 +257,7 @@ func (p *tunnelPath) readyEcho(ctx context.Context) error {
 // freshCircuit uses up the relayed circuit the path runs on (sending until
 // the relay cuts it, at most 16 MiB) and opens the next one with an echo.
 func (p *tunnelPath) freshCircuit(ctx context.Context) error {
-	if !p.relayed {
+	if !p.limited {
 		return nil
 	}
 	c, err := p.dial(ctx)
@@ -392,7 +400,7 @@ func benchEcho(b *testing.B, p *tunnelPath) {
 	b.ResetTimer()
 	b.StopTimer()
 	for i := range b.N {
-		if c == nil || p.relayed {
+		if c == nil || p.limited {
 			if c != nil {
 				c.Close()
 				c = nil
@@ -447,7 +455,8 @@ func BenchmarkTunnel(b *testing.B) {
 		{"tcp", setupTCP},
 		{"kubo", setupKubo},
 		{"overlayd-direct", setupOverlaydDirect},
-		{"overlayd-relayed", setupOverlaydRelayed},
+		{"overlayd-relayed", func(b *testing.B, cl *cleanups) *tunnelPath { return setupOverlaydRelayed(b, cl, false) }},
+		{"overlayd-relayed-raised", func(b *testing.B, cl *cleanups) *tunnelPath { return setupOverlaydRelayed(b, cl, true) }},
 	}
 	for _, pt := range paths {
 		var (
@@ -474,8 +483,8 @@ func BenchmarkTunnel(b *testing.B) {
 			}{
 				{"bulk-" + sizeName(bulkRelayed), func(b *testing.B, p *tunnelPath) { q := *p; q.bulk = bulkRelayed; benchBulk(b, &q) }},
 				{"bulk-" + sizeName(big), func(b *testing.B, p *tunnelPath) {
-					if p.relayed {
-						b.Skipf("a relayed circuit carries 128 KiB per direction: see op=bulk-%s", sizeName(bulkRelayed))
+					if p.limited {
+						b.Skipf("a relayed circuit carries 128 KiB per direction: see op=bulk-%s here, and path=overlayd-relayed-raised", sizeName(bulkRelayed))
 					}
 					q := *p
 					q.bulk = big
@@ -567,22 +576,64 @@ func setupOverlaydDirect(b *testing.B, cl *cleanups) *tunnelPath {
 	if err := p.readyEcho(ctx); err != nil {
 		b.Fatalf("%v\na:\n%s\nb:\n%s", err, a.logTail(), bb.logTail())
 	}
+	// On loopback every address is private: A holds a reservation on S,
+	// B finds A through S (locate) and its first connections go through
+	// S's relay. go-libp2p's hole punching waits for a public address, so
+	// nothing upgrades the relayed connection here until the relay cuts
+	// it (128 KiB per direction) and the tunnel moves its connection to a
+	// direct one (B now knows A's addresses). So: one 1 MiB transfer, then
+	// measure once an echo no longer crosses the relay.
+	payload := make([]byte, 64<<10)
+	c, err := p.dial(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	err = sendBulk(c, mib, payload)
+	c.Close()
+	if err != nil {
+		b.Fatalf("overlayd-direct: warm-up transfer: %v", err)
+	}
+	err = poll(ctx, 30*time.Second, 100*time.Millisecond, "overlayd-direct: a tunnel connection that bypasses the relay", func() (bool, error) {
+		r0, err := s.metric(ctx, "overlayd_relay_bytes_total")
+		if err != nil {
+			return false, err
+		}
+		if err := p.readyEcho(ctx); err != nil {
+			return false, err
+		}
+		r1, err := s.metric(ctx, "overlayd_relay_bytes_total")
+		if err == nil && r1 != r0 {
+			err = fmt.Errorf("an echo: the relay's bytes went from %.0f to %.0f", r0, r1)
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
 	return p
 }
 
 // relayedNet starts the relayed topology (relayNetns): S in s listening
 // on both links, A in a and B in b, each attached to S, A holding a relay
 // reservation on S. The service listens in a.
-func relayedNet(b *testing.B, cl *cleanups) (s, a, bb *ovDaemon, svc *service) {
+func relayedNet(b *testing.B, cl *cleanups, raised bool) (s, a, bb *ovDaemon, svc *service) {
 	bin := overlaydBinary(b)
 	requireTunnels(b, bin)
+	var sArgs []string
+	if raised {
+		out, _ := exec.Command(bin, "run", "--help").CombinedOutput()
+		if !strings.Contains(string(out), "--relay-circuit-data") {
+			b.Skipf("%s has no --relay-circuit-data: the relay's circuit limit cannot be raised", bin)
+		}
+		sArgs = []string{"--relay-circuit-data", strconv.Itoa(raisedCircuitData), "--relay-circuit-duration", "1h"}
+	}
 	n := relayNetns(b, cl)
 	ctx := b.Context()
 	svc = startService(b, cl, n.a)
 	dir := shortDir(b, cl, "ovr-")
 	// Fresh namespaces: fixed ports are free.
-	s = startOverlayd(ctx, b, cl, bin, dir, n.s, "s", 9100, "--role", "supernode", "--capacity", "10",
-		"--listen", "/ip4/"+relNetA+".1/tcp/4101", "--listen", "/ip4/"+relNetB+".1/tcp/4101")
+	s = startOverlayd(ctx, b, cl, bin, dir, n.s, "s", 9100, append([]string{"--role", "supernode", "--capacity", "10",
+		"--listen", "/ip4/" + relNetA + ".1/tcp/4101", "--listen", "/ip4/" + relNetB + ".1/tcp/4101"}, sArgs...)...)
 	s.waitStatus(ctx, b, "relay service", func(st ovStatus) bool { return st.Relay != nil && len(st.Relay.Service) > 0 })
 	a = startOverlayd(ctx, b, cl, bin, dir, n.a, "a", 9100, "--role", "ordinary",
 		"--bootstrap", fmt.Sprintf("/ip4/%s.1/tcp/4101/p2p/%s", relNetA, s.id), "--listen", "/ip4/"+relNetA+".2/tcp/4101")
@@ -595,12 +646,16 @@ func relayedNet(b *testing.B, cl *cleanups) (s, a, bb *ovDaemon, svc *service) {
 	return s, a, bb, svc
 }
 
-func setupOverlaydRelayed(b *testing.B, cl *cleanups) *tunnelPath {
-	s, a, bb, svc := relayedNet(b, cl)
+func setupOverlaydRelayed(b *testing.B, cl *cleanups, raised bool) *tunnelPath {
+	s, a, bb, svc := relayedNet(b, cl, raised)
 	ctx := b.Context()
 	a.expose(ctx, b, "bench", svc.addr(), bb.id)
 	addr := bb.connect(ctx, b, a.id, "bench", "127.0.0.1:7000")
-	p := &tunnelPath{name: "overlayd-relayed", daemons: []int{a.pid(), bb.pid(), s.pid()}, relay: s, relayed: true,
+	name := "overlayd-relayed"
+	if raised {
+		name += "-raised"
+	}
+	p := &tunnelPath{name: name, daemons: []int{a.pid(), bb.pid(), s.pid()}, relay: s, relayed: true, limited: !raised,
 		dial: func(ctx context.Context) (net.Conn, error) { return dialIn(ctx, bb.ns, addr) }}
 	if err := p.readyEcho(ctx); err != nil {
 		b.Fatalf("%v\na:\n%s\nb:\n%s", err, a.logTail(), bb.logTail())
@@ -622,11 +677,11 @@ func BenchmarkRelayConnections(b *testing.B) {
 	get := func(b *testing.B) *tunnelPath {
 		if !done {
 			done = true
-			s, a, bb, svc := relayedNet(b, &cl)
+			s, a, bb, svc := relayedNet(b, &cl, false)
 			ctx := b.Context()
 			a.expose(ctx, b, "bench", svc.addr(), bb.id)
 			addr := bb.connect(ctx, b, a.id, "bench", "127.0.0.1:7000")
-			q := &tunnelPath{name: "relay", daemons: []int{s.pid()}, relay: s, relayed: true,
+			q := &tunnelPath{name: "relay", daemons: []int{s.pid()}, relay: s, relayed: true, limited: true,
 				dial: func(ctx context.Context) (net.Conn, error) { return dialIn(ctx, bb.ns, addr) }}
 			if err := q.readyEcho(ctx); err != nil {
 				b.Fatal(err)
