@@ -708,5 +708,3 @@ func (w *lineWatcher) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
-
-var errNoCut = errors.New("the relay did not cut the circuit")
