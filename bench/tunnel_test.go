@@ -371,15 +371,17 @@ func benchBulk(b *testing.B, p *tunnelPath) {
 		payload[i] = byte(i * 7)
 	}
 	u := &usage{p: p}
+	var slowest time.Duration
 	b.SetBytes(int64(p.bulk))
 	b.ResetTimer()
 	b.StopTimer()
-	for range b.N {
+	for i := range b.N {
 		if err := p.freshCircuit(ctx); err != nil {
 			b.Fatal(err)
 		}
 		u.start(ctx, b)
 		b.StartTimer()
+		t0 := time.Now()
 		c, err := p.dial(ctx)
 		if err != nil {
 			b.Fatal(err)
@@ -387,11 +389,14 @@ func benchBulk(b *testing.B, p *tunnelPath) {
 		err = sendBulk(c, p.bulk, payload)
 		c.Close()
 		b.StopTimer()
+		took := time.Since(t0)
 		if err != nil {
-			b.Fatal(err)
+			b.Fatalf("iteration %d, after %v: %v", i, took.Round(time.Millisecond), err)
 		}
+		slowest = max(slowest, took)
 		u.stop(ctx, b)
 	}
+	b.ReportMetric(float64(slowest.Microseconds())/1000, "max-ms")
 	u.report(b, float64(b.N)*float64(p.bulk), true)
 }
 
