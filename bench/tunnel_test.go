@@ -296,12 +296,11 @@ func (p *tunnelPath) freshCircuit(ctx context.Context) error {
 // usage accumulates the daemons' CPU and the relay's bytes over the timed
 // parts of a benchmark.
 type usage struct {
-	p                *tunnelPath
-	cpu, relayCPU    int64
-	relayBytes       float64
-	c0, r0           int64
-	b0               float64
-	started, stopped int
+	p             *tunnelPath
+	cpu, relayCPU int64
+	relayBytes    float64
+	c0, r0        int64
+	b0            float64
 }
 
 func (u *usage) start(ctx context.Context, b *testing.B) {

@@ -66,7 +66,7 @@ func overlaydBinary(b *testing.B) string {
 		bin := filepath.Join(env.dir, "overlayd")
 		// Built in the parent module (its go.mod and go.sum), not this
 		// one's.
-		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./cmd/overlayd")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/overlayd")
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -840,7 +840,7 @@ func (m *Manager) recoverConn(c *conn, cause error) {
 	ctx, cancel := context.WithTimeout(m.ctx, m.cfg.MigrateTimeout)
 	defer cancel()
 	c.mu.Lock()
-	wasLimited, relayedAt, relayedOut, relayedIn := c.limited, c.relayedAt, c.relayedOut, c.relayedIn
+	wasLimited := c.limited
 	c.mu.Unlock()
 	resume := func(open func(context.Context, peer.ID) (network.Stream, error), within time.Duration) error {
 		octx, ocancel := context.WithTimeout(ctx, within)
@@ -911,7 +911,7 @@ func (m *Manager) recoverConn(c *conn, cause error) {
 	c.mu.Lock()
 	c.recovering = false
 	sent, recvd, brokenAt := c.sent, c.recv, c.brokenAt
-	relayedAt, relayedOut, relayedIn = c.relayedAt, c.relayedOut, c.relayedIn
+	relayedAt, relayedOut, relayedIn := c.relayedAt, c.relayedOut, c.relayedIn
 	c.mu.Unlock()
 	var why error
 	if wasLimited {
