@@ -26,11 +26,12 @@ import (
 //	POST /v1/tunnels/connect           ConnectRequest → TunnelConnect
 //	POST /v1/tunnels/disconnect        DisconnectRequest → {}
 
-// ErrRelayBusy: the supernode relaying to the peer refused the circuit at
-// its capacity (relay v2 status RESOURCE_LIMIT_EXCEEDED, or
-// PERMISSION_DENIED, which an overlayd supernode answers when its circuit
-// bound is reached).
-var ErrRelayBusy = errors.New("supernode relay busy")
+// ErrRelayBusy: the supernode relaying to the peer refused the circuit
+// (relay v2 status RESOURCE_LIMIT_EXCEEDED, or PERMISSION_DENIED, which an
+// overlayd supernode answers when its circuit bound is reached or when this
+// peer or the target is over its relay byte or rate budget; the status
+// does not say which).
+var ErrRelayBusy = errors.New("supernode relay busy or relay budget exhausted")
 
 // directDialTimeout bounds a direct dial to a peer's known addresses
 // before the node tries its supernode's relay.
