@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/localapi"
@@ -99,11 +101,23 @@ func (d tunnelDialer) reach(ctx context.Context, p peer.ID) error {
 	if relay.ID != n.ID() {
 		h.Peerstore().AddAddrs(relay.ID, relay.Addrs, time.Hour)
 	}
+	// A circuit dial that failed a moment ago (a refused circuit, or one
+	// made as the previous circuit closed) left p's /p2p-circuit addresses
+	// in the swarm's dial backoff (5 s and more): the relay's answer now is
+	// what counts, so forget it.
+	clearDialBackoff(h, p)
 	lctx := network.WithAllowLimitedConn(ctx, "tunnel")
 	if err := h.Connect(lctx, peer.AddrInfo{ID: p, Addrs: circuitTo(relay)}); err != nil {
 		return relayError(relay.ID, err)
 	}
 	return nil
+}
+
+// clearDialBackoff forgets the swarm's dial backoff of p's addresses.
+func clearDialBackoff(h host.Host, p peer.ID) {
+	if sw, ok := h.Network().(interface{ Backoff() *swarm.DialBackoff }); ok {
+		sw.Backoff().Clear(p)
+	}
 }
 
 // relayError names a relay's refusal of a circuit. go-libp2p's circuit

@@ -118,3 +118,43 @@ func dialCircuit(t *testing.T, h host.Host, to peer.ID, circuit []ma.Multiaddr) 
 	defer cancel()
 	return h.Connect(ctx, peer.AddrInfo{ID: to, Addrs: circuit})
 }
+
+// TestTunnelRelayAfterRefusal: a circuit the relay refused leaves the
+// target's /p2p-circuit addresses in the swarm's dial backoff; once the
+// relay has room again, the next tunnel connection goes through at once
+// instead of failing with "dial backoff" for the backoff's 5 s.
+func TestTunnelRelayAfterRefusal(t *testing.T) {
+	c := attachConfig(t, RoleSupernode, "")
+	c.Capacity = 2
+	sn := startNode(t, c)
+	a := startClient(t, p2pAddr(sn), WithReachability(network.ReachabilityPrivate))
+	b := startClient(t, p2pAddr(sn))
+	waitFor(t, 10*time.Second, "A reserved", func() bool { return reservedOn(a) == sn.ID() })
+	waitFor(t, 10*time.Second, "B attached", func() bool { return b.attachmentForTest() != "" })
+	if _, err := a.Tunnels().Expose("echo", tunnelEcho(t), []peer.ID{b.ID()}, false); err != nil {
+		t.Fatal(err)
+	}
+	circuit := circuitTo(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
+	var fill []host.Host
+	for range sn.relayStatus().Service.MaxCircuits {
+		h := rawHost(t)
+		if err := dialCircuit(t, h, a.ID(), circuit); err != nil {
+			t.Fatal(err)
+		}
+		fill = append(fill, h)
+	}
+	tc, err := b.Tunnels().Connect(t.Context(), a.ID(), "echo", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tunnelRoundTrip(t, tc.Listen); err == nil {
+		t.Fatal("a tunnel went through a full relay")
+	}
+	for _, h := range fill {
+		_ = h.Close()
+	}
+	waitFor(t, 10*time.Second, "the relay empty", func() bool { return sn.relayStatus().Service.Circuits == 0 })
+	if err := tunnelRoundTrip(t, tc.Listen); err != nil {
+		t.Fatalf("the next tunnel connection, the relay having room: %v (%s)", err, b.Tunnels().List().Connects[0].LastError)
+	}
+}
