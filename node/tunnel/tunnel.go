@@ -54,6 +54,13 @@ type Config struct {
 	// whose stream failed, waiting for the resume (default 30 s).
 	MigrateTimeout time.Duration
 	ResumeGrace    time.Duration
+	// CutDirectTimeout bounds the direct attempt after the relay cut a
+	// connection's circuit (default 1 s): a direct dial that works takes
+	// milliseconds, hole punching in progress a round trip or two; past
+	// it the connection resumes on a fresh circuit at once (first cut) or
+	// fails (second), instead of waiting MigrateTimeout for a direct
+	// connection that the paths may never allow.
+	CutDirectTimeout time.Duration
 }
 
 // Defaults.
@@ -63,6 +70,7 @@ const (
 	DefaultOpenTimeout    = 10 * time.Second
 	DefaultMigrateTimeout = 15 * time.Second
 	DefaultResumeGrace    = 30 * time.Second
+	DefaultCutDirect      = time.Second
 	// MinWindow and MaxWindow bound Window.
 	MinWindow = 4 * protocol.MaxTunnelData
 	MaxWindow = 64 << 20
@@ -90,6 +98,7 @@ func (c Config) withDefaults() Config {
 	defD(&c.OpenTimeout, DefaultOpenTimeout)
 	defD(&c.MigrateTimeout, DefaultMigrateTimeout)
 	defD(&c.ResumeGrace, DefaultResumeGrace)
+	defD(&c.CutDirectTimeout, DefaultCutDirect)
 	return c
 }
 
@@ -861,21 +870,31 @@ func (m *Manager) recoverConn(c *conn, cause error) {
 	c.mu.Lock()
 	last := c.recircuited
 	c.mu.Unlock()
+	// After a relay cut the direct attempt is short (CutDirectTimeout):
+	// the connection is stalled meanwhile, and a fresh circuit (or a clear
+	// failure) is better than waiting for a direct path that may never
+	// come. Hole punching on the fresh circuit still moves it (migrateTo).
+	direct := m.cfg.MigrateTimeout
+	if cause != nil && wasLimited {
+		direct = min(direct, m.cfg.CutDirectTimeout)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, direct)
+	defer dcancel()
 	var err error
 	for {
-		if err = resume(m.dial.OpenDirect, m.cfg.MigrateTimeout); err == nil {
+		if err = resume(m.dial.OpenDirect, direct); err == nil {
 			return
 		}
 		c.mu.Lock()
 		broken := c.broken
 		c.mu.Unlock()
 		// Once the connection had its second circuit, wait for hole
-		// punching in progress until the migration deadline.
+		// punching in progress until the direct attempt's deadline.
 		if !broken || !last || !wasLimited {
 			break
 		}
 		select {
-		case <-ctx.Done():
+		case <-dctx.Done():
 		case <-time.After(250 * time.Millisecond):
 			continue
 		}
