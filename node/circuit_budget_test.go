@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
+	p2pmetrics "github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -275,5 +276,40 @@ func TestRelayBudgetCutsPeer(t *testing.T) {
 	}
 	if l := b.Tunnels().List().Connects[0]; !strings.Contains(l.LastError, "relay budget exhausted") {
 		t.Fatalf("the connecting side says %q, want relay budget exhausted", l.LastError)
+	}
+}
+
+// nopReporter is a reporter that does nothing: the floor.
+type nopReporter struct{ relayBudgets }
+
+func (*nopReporter) LogRecvMessageStream(int64, protocol.ID, peer.ID) {}
+
+// BenchmarkRelayBudgetReporter: what the bandwidth reporter costs per
+// stream read or write, against a reporter that does nothing: on a stream
+// of another protocol (every non-relay stream of every node), on a relay
+// stream of a node whose relay is not running, and on a relay stream while
+// the budgets count (one call per relay copy of up to 2 KiB).
+func BenchmarkRelayBudgetReporter(b *testing.B) {
+	var nop p2pmetrics.Reporter = &nopReporter{}
+	idle := &relayBudgets{}
+	bud := &relayBudgets{}
+	bud.start(Config{}, time.Now, nil, nil)
+	var rep p2pmetrics.Reporter = bud
+	p := peer.ID("peer-p")
+	for _, bc := range []struct {
+		name  string
+		r     p2pmetrics.Reporter
+		proto protocol.ID
+	}{
+		{"impl=nop/proto=hop", nop, hopID},
+		{"impl=budgets/proto=other", rep, "/overlayd/attach/1.0.0"},
+		{"impl=budgets-inactive/proto=hop", idle, hopID},
+		{"impl=budgets/proto=hop", rep, hopID},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				bc.r.LogRecvMessageStream(2048, bc.proto, p)
+			}
+		})
 	}
 }
