@@ -86,7 +86,10 @@ func (d tunnelDialer) Open(ctx context.Context, p peer.ID) (network.Stream, erro
 // reach connects to p: its known addresses first, then the relay.
 func (d tunnelDialer) reach(ctx context.Context, p peer.ID) error {
 	n, h := d.n, d.n.host
-	if len(h.Peerstore().Addrs(p)) > 0 {
+	// After a relay cut the tunnel has just tried a direct connection
+	// (tunnel.Config.CutDirectTimeout): dialing addresses that may hang for
+	// directDialTimeout again would only delay the fresh circuit.
+	if len(h.Peerstore().Addrs(p)) > 0 && !tunnel.AfterCut(ctx) {
 		dctx, cancel := context.WithTimeout(ctx, directDialTimeout)
 		err := h.Connect(dctx, peer.AddrInfo{ID: p})
 		cancel()

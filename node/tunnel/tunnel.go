@@ -106,11 +106,28 @@ func (c Config) withDefaults() Config {
 // through the peer's supernode relay when there is no direct one.
 type Dialer interface {
 	// Open opens a stream of protocol.TunnelID to p on the best path,
-	// relayed if need be.
+	// relayed if need be; when AfterCut(ctx), the direct path was just
+	// tried and failed.
 	Open(ctx context.Context, p peer.ID) (network.Stream, error)
 	// OpenDirect opens a stream to p on a direct (not limited)
 	// connection, waiting for hole punching until ctx ends.
 	OpenDirect(ctx context.Context, p peer.ID) (network.Stream, error)
+}
+
+type afterCutKey struct{}
+
+// WithAfterCut marks a dial for a connection whose relayed circuit was
+// just cut and whose direct attempt failed: the dialer should go to the
+// relay without trying the peer's direct addresses again.
+func WithAfterCut(ctx context.Context) context.Context {
+	return context.WithValue(ctx, afterCutKey{}, true)
+}
+
+// AfterCut reports whether ctx is a dial after a relay cut whose direct
+// attempt just failed (see Dialer.Open).
+func AfterCut(ctx context.Context) bool {
+	v, _ := ctx.Value(afterCutKey{}).(bool)
+	return v
 }
 
 // HostDialer is the Dialer of a bare host: streams on the connections the
@@ -920,7 +937,9 @@ func (m *Manager) recoverConn(c *conn, cause error) {
 		// connection (a fast transfer spends 128 KiB in milliseconds):
 		// once per connection, a fresh circuit gives hole punching
 		// another chance; the relay's budget holds per circuit.
-		rerr := resume(m.dial.Open, m.cfg.OpenTimeout)
+		rerr := resume(func(ctx context.Context, p peer.ID) (network.Stream, error) {
+			return m.dial.Open(WithAfterCut(ctx), p)
+		}, m.cfg.OpenTimeout)
 		if rerr == nil {
 			m.log.Info("tunnel connection resumed on a new relayed circuit", "id", c.idString(), "remote", c.peer.ShortString())
 			return

@@ -612,8 +612,19 @@ func TestTunnelWindowsDiffer(t *testing.T) {
 }
 
 // hangingDialer is relayDialer whose direct attempt waits until its
-// context ends, as the swarm does for hole punching that never comes.
-type hangingDialer struct{ relayDialer }
+// context ends, as the swarm does for hole punching that never comes; it
+// counts the opens marked AfterCut.
+type hangingDialer struct {
+	relayDialer
+	afterCut atomic.Int32
+}
+
+func (d *hangingDialer) Open(ctx context.Context, p peer.ID) (network.Stream, error) {
+	if AfterCut(ctx) {
+		d.afterCut.Add(1)
+	}
+	return d.relayDialer.Open(ctx, p)
+}
 
 func (d *hangingDialer) OpenDirect(ctx context.Context, _ peer.ID) (network.Stream, error) {
 	<-ctx.Done()
@@ -627,7 +638,7 @@ func (d *hangingDialer) OpenDirect(ctx context.Context, _ peer.ID) (network.Stre
 func TestTunnelRelayCutPrompt(t *testing.T) {
 	ha, hb := newHost(t), newHost(t)
 	connectHosts(t, hb, ha)
-	d := &hangingDialer{relayDialer{HostDialer: HostDialer{H: hb}}}
+	d := &hangingDialer{relayDialer: relayDialer{HostDialer: HostDialer{H: hb}}}
 	a := newManager(t, ha, Config{ResumeGrace: time.Second})
 	b := newManager(t, hb, Config{MigrateTimeout: time.Minute, CutDirectTimeout: 100 * time.Millisecond}, WithDialer(d))
 	p := pair{ha: ha, hb: hb, a: a, b: b}
@@ -648,6 +659,9 @@ func TestTunnelRelayCutPrompt(t *testing.T) {
 		t.Fatalf("after the first cut: %v", err)
 	}
 	t.Logf("resumed after %v", time.Since(t0))
+	if n := d.afterCut.Load(); n != 1 {
+		t.Fatalf("%d opens marked AfterCut, want 1 (the fresh circuit)", n)
+	}
 	t0 = time.Now()
 	cutStream(t, b)
 	_, err := c.Read(make([]byte, 1))
