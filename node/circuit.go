@@ -64,6 +64,9 @@ const (
 	// refusedNotAttached: a peer that is not attached here asked for a
 	// reservation.
 	refusedNotAttached = "not_attached"
+	// refusedBudget: a circuit from or to a peer over its relay budget
+	// (circuit_budget.go).
+	refusedBudget = "budget"
 )
 
 // relayLimits are the bounds a supernode of capacity c gives its relay.
@@ -102,6 +105,9 @@ type relayState struct {
 	reach  reachValue
 	m      *relayMetrics
 	client *relayClient
+	// budget counts relayed bytes per peer (the host's bandwidth
+	// reporter) while the relay service runs.
+	budget relayBudgets
 
 	mu     sync.Mutex
 	svc    *relay.Relay
@@ -140,17 +146,26 @@ func (n *Node) startRelay() error {
 	}
 	l := relayLimitsFor(n.cfg, capacity)
 	tr := &relayTracer{m: rs.m}
-	acl := &relayACL{attached: n.admission.Has, tracer: tr, maxCircuits: int64(l.circuits)}
+	h := n.host
+	rs.budget.start(n.cfg, n.now, rs.m, func(p peer.ID) {
+		k := resetRelayStreams(h, p)
+		rs.m.budgetResets.Add(float64(k))
+		n.log.Warn("relay budget exhausted: circuits cut", "remote", p.ShortString(), "streams", k)
+	})
+	acl := &relayACL{attached: n.admission.Has, tracer: tr, maxCircuits: int64(l.circuits), budget: &rs.budget}
 	svc, err := relay.New(n.host,
 		relay.WithResources(relayResources(n.cfg, l)),
 		relay.WithACL(acl),
 		relay.WithMetricsTracer(tr))
 	if err != nil {
+		rs.budget.stop()
 		return fmt.Errorf("relay service: %w", err)
 	}
 	rs.svc, rs.tracer, rs.limits, rs.since = svc, tr, l, n.now()
 	n.host.SetStreamHandler(protocol.LocateID, n.router.HandleLocate)
-	n.log.Info("relay service started", "reservations", l.reservations, "circuits", l.circuits, "per_ip", l.perIP)
+	pb, pr := relayPeerBudgets(n.cfg)
+	n.log.Info("relay service started", "reservations", l.reservations, "circuits", l.circuits, "per_ip", l.perIP,
+		"peer_bytes_per_hour", pb, "peer_rate", pr)
 	return nil
 }
 
@@ -166,6 +181,7 @@ func (n *Node) stopRelay() {
 	if svc == nil {
 		return
 	}
+	rs.budget.stop()
 	if n.host != nil {
 		n.host.RemoveStreamHandler(protocol.LocateID)
 	}
@@ -207,12 +223,14 @@ func (n *Node) relayStatus() *localapi.Relay {
 	return out
 }
 
-// relayACL admits reservations from attached clients only and bounds the
-// circuits in progress.
+// relayACL admits reservations from attached clients only, bounds the
+// circuits in progress and refuses circuits from or to a peer over its
+// relay budget.
 type relayACL struct {
 	attached    func(peer.ID) bool
 	tracer      *relayTracer
 	maxCircuits int64
+	budget      *relayBudgets
 }
 
 var _ relay.ACLFilter = (*relayACL)(nil)
@@ -225,12 +243,16 @@ func (a *relayACL) AllowReserve(p peer.ID, _ ma.Multiaddr) bool {
 	return false
 }
 
-func (a *relayACL) AllowConnect(_ peer.ID, _ ma.Multiaddr, _ peer.ID) bool {
-	if a.tracer.circuits.Load() < a.maxCircuits {
-		return true
+func (a *relayACL) AllowConnect(src peer.ID, _ ma.Multiaddr, dst peer.ID) bool {
+	if a.tracer.circuits.Load() >= a.maxCircuits {
+		a.tracer.m.refuse(refusedCircuit)
+		return false
 	}
-	a.tracer.m.refuse(refusedCircuit)
-	return false
+	if a.budget != nil && (a.budget.over(src) != "" || a.budget.over(dst) != "") {
+		a.tracer.m.refuse(refusedBudget)
+		return false
+	}
+	return true
 }
 
 // relayTracer follows one relay instance: reservations and circuits held,
@@ -269,16 +291,19 @@ func (t *relayTracer) BytesTransferred(cnt int) { t.m.bytes.Add(float64(cnt)) }
 // relayMetrics are the relay's series on the node's registry, both sides.
 type relayMetrics struct {
 	refused      *prometheus.CounterVec
-	refusedN     [3]atomic.Uint64 // by refusalKinds index, for the status
+	refusedN     [4]atomic.Uint64 // by refusalKinds index, for the status
 	reservations prometheus.Counter
 	circuits     prometheus.Counter
 	bytes        prometheus.Counter
+	// Budgets: peers going over one (by budget), streams reset for it.
+	budgetCuts   *prometheus.CounterVec
+	budgetResets prometheus.Counter
 	// Client side.
 	reserveAttempts *prometheus.CounterVec
 	reserveTime     prometheus.Histogram
 }
 
-var refusalKinds = [3]string{refusedReservation, refusedCircuit, refusedNotAttached}
+var refusalKinds = [4]string{refusedReservation, refusedCircuit, refusedNotAttached, refusedBudget}
 
 // refuse counts one refusal of kind.
 func (m *relayMetrics) refuse(kind string) {
@@ -304,7 +329,7 @@ func newRelayMetrics(reg prometheus.Registerer, rs *relayState) (*relayMetrics, 
 	m := &relayMetrics{
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "overlayd_relay_refused_total",
-			Help: "Relay requests this supernode refused, by kind: reservation (reservation limits: total, per IP), circuit (circuit limits), not_attached (a reservation from a peer not attached here). Admission refusals, as BUSY answers are.",
+			Help: "Relay requests this supernode refused, by kind: reservation (reservation limits: total, per IP), circuit (circuit limits), not_attached (a reservation from a peer not attached here), budget (a circuit from or to a peer over its relay byte or rate budget). Admission refusals, as BUSY answers are.",
 		}, []string{"kind"}),
 		reservations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "overlayd_relay_reservations_accepted_total", Help: "Relay reservations accepted or renewed.",
@@ -314,6 +339,13 @@ func newRelayMetrics(reg prometheus.Registerer, rs *relayState) (*relayMetrics, 
 		}),
 		bytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "overlayd_relay_bytes_total", Help: "Bytes relayed, both directions.",
+		}),
+		budgetCuts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "overlayd_relay_budget_cuts_total",
+			Help: "Peers that went over a relay budget (bytes: --relay-peer-bytes per hour; rate: --relay-peer-rate), by budget; their relayed streams are reset and their new circuits refused until the budget refills.",
+		}, []string{"budget"}),
+		budgetResets: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "overlayd_relay_budget_streams_reset_total", Help: "Relay hop and stop streams reset because a peer went over its relay budget.",
 		}),
 		reserveAttempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "overlayd_client_relay_reservations_total",
@@ -328,6 +360,9 @@ func newRelayMetrics(reg prometheus.Registerer, rs *relayState) (*relayMetrics, 
 	for _, k := range refusalKinds {
 		m.refused.WithLabelValues(k)
 	}
+	for _, k := range []string{budgetBytes, budgetRate} {
+		m.budgetCuts.WithLabelValues(k)
+	}
 	for _, r := range []string{"ok", "refused", "error"} {
 		m.reserveAttempts.WithLabelValues(r)
 	}
@@ -341,7 +376,7 @@ func newRelayMetrics(reg prometheus.Registerer, rs *relayState) (*relayMetrics, 
 			return float64(f(rs.tracer))
 		})
 	}
-	cs := []prometheus.Collector{m.refused, m.reservations, m.circuits, m.bytes, m.reserveAttempts, m.reserveTime,
+	cs := []prometheus.Collector{m.refused, m.reservations, m.circuits, m.bytes, m.budgetCuts, m.budgetResets, m.reserveAttempts, m.reserveTime,
 		gauge("overlayd_relay_reservations", "Relay reservations held on this supernode.", func(t *relayTracer) int64 { return t.reservations.Load() }),
 		gauge("overlayd_relay_circuits", "Relayed connections in progress through this supernode.", func(t *relayTracer) int64 { return t.circuits.Load() }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -364,7 +399,7 @@ func newRelayMetrics(reg prometheus.Registerer, rs *relayState) (*relayMetrics, 
 		"relay_reservation": func() uint64 {
 			return m.refusedCount(refusedReservation) + m.refusedCount(refusedNotAttached)
 		},
-		"relay_circuit": func() uint64 { return m.refusedCount(refusedCircuit) },
+		"relay_circuit": func() uint64 { return m.refusedCount(refusedCircuit) + m.refusedCount(refusedBudget) },
 	} {
 		c, err := capacity.RefusalCollector(name, count)
 		if err != nil {

@@ -160,6 +160,14 @@ type Config struct {
 	// to a direct connection before or when a circuit is cut.
 	RelayCircuitData     int64         `yaml:"relay-circuit-data"`
 	RelayCircuitDuration time.Duration `yaml:"relay-circuit-duration"`
+	// RelayPeerBytes and RelayPeerRate are a supernode's budgets per peer
+	// on relayed traffic, both directions of every circuit the peer opened
+	// or receives: bytes per hour and bytes per second (0: 512 and 8 times
+	// the per-circuit data limit, 64 MiB/h and 1 MiB/s by default; -1:
+	// unlimited). A peer over either has its circuits cut and new ones
+	// refused until the budget refills (circuit_budget.go).
+	RelayPeerBytes int64 `yaml:"relay-peer-bytes"`
+	RelayPeerRate  int64 `yaml:"relay-peer-rate"`
 	// APIListen is where the local API listens: "" for the unix socket in
 	// DataDir, a loopback host:port for TCP guarded by a bearer token kept
 	// in DataDir, or "off".
@@ -336,6 +344,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RelayCircuitDuration < 0 || c.RelayCircuitDuration > 24*time.Hour {
 		return cfgErr("--relay-circuit-duration", c.RelayCircuitDuration.String(), "must be within [0, 24h]")
+	}
+	if err := validateRelayBudgets(*c); err != nil {
+		return err
 	}
 	if c.ConnsPerIP < 1 || c.ConnsPerIP > 1_000_000 {
 		return cfgErr("--conns-per-ip", fmt.Sprint(c.ConnsPerIP), "must be within [1, 1000000]")

@@ -9,6 +9,7 @@ import (
 	coreconnmgr "github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	p2pmetrics "github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
@@ -86,7 +87,10 @@ func reachabilityOptions(c Config) []libp2p.Option {
 // only, an explicit resource manager and a connection manager whose
 // watermarks sit below the resource limits (so trimming can happen; see
 // go-libp2p issue 1640).
-func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater) (host.Host, network.ResourceManager, error) {
+//
+// bw, if not nil, is the host's bandwidth reporter: the relay budgets
+// (circuit_budget.go) count relayed bytes per peer with it.
+func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater, bw p2pmetrics.Reporter) (host.Host, network.ResourceManager, error) {
 	listen, err := parseAddrs("--listen", c.Listen)
 	if err != nil {
 		return nil, nil, err
@@ -173,6 +177,9 @@ func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater) (h
 	}
 	if gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(gater))
+	}
+	if bw != nil {
+		opts = append(opts, libp2p.BandwidthReporter(bw))
 	}
 	opts = append(opts, reachabilityOptions(c)...)
 	h, err := libp2p.New(opts...)

@@ -340,7 +340,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if n.host, n.rm, err = newHost(n.cfg, n.key, n.gater); err != nil {
+	if n.host, n.rm, err = newHost(n.cfg, n.key, n.gater, &n.relay.budget); err != nil {
 		return err
 	}
 	n.base = n.base.With("peer", n.host.ID().ShortString())

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/localapi"
@@ -26,11 +28,12 @@ import (
 //	POST /v1/tunnels/connect           ConnectRequest → TunnelConnect
 //	POST /v1/tunnels/disconnect        DisconnectRequest → {}
 
-// ErrRelayBusy: the supernode relaying to the peer refused the circuit at
-// its capacity (relay v2 status RESOURCE_LIMIT_EXCEEDED, or
-// PERMISSION_DENIED, which an overlayd supernode answers when its circuit
-// bound is reached).
-var ErrRelayBusy = errors.New("supernode relay busy")
+// ErrRelayBusy: the supernode relaying to the peer refused the circuit
+// (relay v2 status RESOURCE_LIMIT_EXCEEDED, or PERMISSION_DENIED, which an
+// overlayd supernode answers when its circuit bound is reached or when this
+// peer or the target is over its relay byte or rate budget; the status
+// does not say which).
+var ErrRelayBusy = errors.New("supernode relay busy or relay budget exhausted")
 
 // directDialTimeout bounds a direct dial to a peer's known addresses
 // before the node tries its supernode's relay.
@@ -83,7 +86,10 @@ func (d tunnelDialer) Open(ctx context.Context, p peer.ID) (network.Stream, erro
 // reach connects to p: its known addresses first, then the relay.
 func (d tunnelDialer) reach(ctx context.Context, p peer.ID) error {
 	n, h := d.n, d.n.host
-	if len(h.Peerstore().Addrs(p)) > 0 {
+	// After a relay cut the tunnel has just tried a direct connection
+	// (tunnel.Config.CutDirectTimeout): dialing addresses that may hang for
+	// directDialTimeout again would only delay the fresh circuit.
+	if len(h.Peerstore().Addrs(p)) > 0 && !tunnel.AfterCut(ctx) {
 		dctx, cancel := context.WithTimeout(ctx, directDialTimeout)
 		err := h.Connect(dctx, peer.AddrInfo{ID: p})
 		cancel()
@@ -98,11 +104,23 @@ func (d tunnelDialer) reach(ctx context.Context, p peer.ID) error {
 	if relay.ID != n.ID() {
 		h.Peerstore().AddAddrs(relay.ID, relay.Addrs, time.Hour)
 	}
+	// A circuit dial that failed a moment ago (a refused circuit, or one
+	// made as the previous circuit closed) left p's /p2p-circuit addresses
+	// in the swarm's dial backoff (5 s and more): the relay's answer now is
+	// what counts, so forget it.
+	clearDialBackoff(h, p)
 	lctx := network.WithAllowLimitedConn(ctx, "tunnel")
 	if err := h.Connect(lctx, peer.AddrInfo{ID: p, Addrs: circuitTo(relay)}); err != nil {
 		return relayError(relay.ID, err)
 	}
 	return nil
+}
+
+// clearDialBackoff forgets the swarm's dial backoff of p's addresses.
+func clearDialBackoff(h host.Host, p peer.ID) {
+	if sw, ok := h.Network().(interface{ Backoff() *swarm.DialBackoff }); ok {
+		sw.Backoff().Clear(p)
+	}
 }
 
 // relayError names a relay's refusal of a circuit. go-libp2p's circuit

@@ -12,6 +12,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/overlayd/overlayd/node/tunnel"
 )
 
 // tunnelEcho starts an echo server on loopback for the test.
@@ -117,4 +119,110 @@ func dialCircuit(t *testing.T, h host.Host, to peer.ID, circuit []ma.Multiaddr) 
 	ctx, cancel := context.WithTimeout(network.WithAllowLimitedConn(t.Context(), "test"), 5*time.Second)
 	defer cancel()
 	return h.Connect(ctx, peer.AddrInfo{ID: to, Addrs: circuit})
+}
+
+// TestTunnelRelayAfterRefusal: a circuit the relay refused leaves the
+// target's /p2p-circuit addresses in the swarm's dial backoff; once the
+// relay has room again, the next tunnel connection goes through at once
+// instead of failing with "dial backoff" for the backoff's 5 s.
+func TestTunnelRelayAfterRefusal(t *testing.T) {
+	c := attachConfig(t, RoleSupernode, "")
+	c.Capacity = 2
+	sn := startNode(t, c)
+	a := startClient(t, p2pAddr(sn), WithReachability(network.ReachabilityPrivate))
+	b := startClient(t, p2pAddr(sn))
+	waitFor(t, 10*time.Second, "A reserved", func() bool { return reservedOn(a) == sn.ID() })
+	waitFor(t, 10*time.Second, "B attached", func() bool { return b.attachmentForTest() != "" })
+	if _, err := a.Tunnels().Expose("echo", tunnelEcho(t), []peer.ID{b.ID()}, false); err != nil {
+		t.Fatal(err)
+	}
+	circuit := circuitTo(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
+	var fill []host.Host
+	for range sn.relayStatus().Service.MaxCircuits {
+		h := rawHost(t)
+		if err := dialCircuit(t, h, a.ID(), circuit); err != nil {
+			t.Fatal(err)
+		}
+		fill = append(fill, h)
+	}
+	tc, err := b.Tunnels().Connect(t.Context(), a.ID(), "echo", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tunnelRoundTrip(t, tc.Listen); err == nil {
+		t.Fatal("a tunnel went through a full relay")
+	}
+	for _, h := range fill {
+		_ = h.Close()
+	}
+	waitFor(t, 10*time.Second, "the relay empty", func() bool { return sn.relayStatus().Service.Circuits == 0 })
+	if err := tunnelRoundTrip(t, tc.Listen); err != nil {
+		t.Fatalf("the next tunnel connection, the relay having room: %v (%s)", err, b.Tunnels().List().Connects[0].LastError)
+	}
+}
+
+// TestTunnelDialAfterCutGoesToRelay: resuming after a relay cut (the
+// tunnel has just tried a direct connection) the node's dialer goes to the
+// relay without first trying the peer's direct addresses for
+// directDialTimeout (here an address that accepts TCP and never answers
+// the handshake, so that attempt takes all of it: without the behaviour
+// Open cannot return sooner; with it, the relayed stream comes in a few
+// milliseconds, and the swarm's parallel dial of that address does not
+// hold it up).
+func TestTunnelDialAfterCutGoesToRelay(t *testing.T) {
+	c := attachConfig(t, RoleSupernode, "")
+	c.Capacity = 2
+	sn := startNode(t, c)
+	a := startClient(t, p2pAddr(sn), WithReachability(network.ReachabilityPrivate))
+	b := startClient(t, p2pAddr(sn))
+	waitFor(t, 10*time.Second, "A reserved", func() bool { return reservedOn(a) == sn.ID() })
+	waitFor(t, 10*time.Second, "B attached", func() bool { return b.attachmentForTest() != "" })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accepted := make(chan net.Conn, 16)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c // held open, silent
+		}
+	}()
+	t.Cleanup(func() {
+		for {
+			select {
+			case c := <-accepted:
+				c.Close()
+			default:
+				return
+			}
+		}
+	})
+	silent, err := ma.NewMultiaddr("/ip4/127.0.0.1/tcp/" + strings.Split(ln.Addr().String(), ":")[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = b.Host().Network().ClosePeer(a.ID())
+	b.Host().Peerstore().ClearAddrs(a.ID())
+	b.Host().Peerstore().AddAddr(a.ID(), silent, time.Hour)
+	ctx, cancel := context.WithTimeout(tunnel.WithAfterCut(t.Context()), 10*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	s, err := tunnelDialer{b}.Open(ctx, a.ID())
+	took := time.Since(t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Reset()
+	if !s.Conn().Stat().Limited {
+		t.Fatal("the stream is not relayed")
+	}
+	t.Logf("relayed stream after %v", took)
+	if took >= directDialTimeout {
+		t.Fatalf("took %v: the dialer tried the direct address first", took)
+	}
 }

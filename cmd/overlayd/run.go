@@ -70,6 +70,8 @@ func runCommand() *cli.Command {
 			&cli.DurationFlag{Name: "tunnel-idle-timeout", Usage: "tunnels: close a connection idle this long (0: 10m)", EnvVars: []string{"OVERLAYD_TUNNEL_IDLE_TIMEOUT"}},
 			&cli.Int64Flag{Name: "relay-circuit-data", Usage: "supernode: bytes per direction a relayed circuit may carry before the relay cuts it (0: 128 KiB)", EnvVars: []string{"OVERLAYD_RELAY_CIRCUIT_DATA"}},
 			&cli.DurationFlag{Name: "relay-circuit-duration", Usage: "supernode: lifetime of a relayed circuit (0: 2m)", EnvVars: []string{"OVERLAYD_RELAY_CIRCUIT_DURATION"}},
+			&cli.Int64Flag{Name: "relay-peer-bytes", Usage: "supernode: bytes per hour one peer may get relayed, both directions of its circuits; over it its circuits are cut and new ones refused (0: 512 × circuit data = 64 MiB; -1: unlimited)", EnvVars: []string{"OVERLAYD_RELAY_PEER_BYTES"}},
+			&cli.Int64Flag{Name: "relay-peer-rate", Usage: "supernode: bytes/s one peer may get relayed (bursts of 2 s or one full circuit); over it as for --relay-peer-bytes (0: 8 × circuit data = 1 MiB/s; -1: unlimited)", EnvVars: []string{"OVERLAYD_RELAY_PEER_RATE"}},
 			&cli.StringFlag{Name: "api-listen", Usage: "local API: empty for the unix socket in the data dir, a loopback host:port for TCP with a token, or off", EnvVars: []string{"OVERLAYD_API_LISTEN"}},
 		},
 		Action: func(c *cli.Context) error {
@@ -144,5 +146,7 @@ func configFrom(c *cli.Context) (node.Config, error) {
 	set("tunnel-idle-timeout", func() { cfg.TunnelIdleTimeout = c.Duration("tunnel-idle-timeout") })
 	set("relay-circuit-data", func() { cfg.RelayCircuitData = c.Int64("relay-circuit-data") })
 	set("relay-circuit-duration", func() { cfg.RelayCircuitDuration = c.Duration("relay-circuit-duration") })
+	set("relay-peer-bytes", func() { cfg.RelayPeerBytes = c.Int64("relay-peer-bytes") })
+	set("relay-peer-rate", func() { cfg.RelayPeerRate = c.Int64("relay-peer-rate") })
 	return cfg, cfg.Validate()
 }

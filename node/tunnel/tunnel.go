@@ -54,6 +54,13 @@ type Config struct {
 	// whose stream failed, waiting for the resume (default 30 s).
 	MigrateTimeout time.Duration
 	ResumeGrace    time.Duration
+	// CutDirectTimeout bounds the direct attempt after the relay cut a
+	// connection's circuit (default 1 s): a direct dial that works takes
+	// milliseconds, hole punching in progress a round trip or two; past
+	// it the connection resumes on a fresh circuit at once (first cut) or
+	// fails (second), instead of waiting MigrateTimeout for a direct
+	// connection that the paths may never allow.
+	CutDirectTimeout time.Duration
 }
 
 // Defaults.
@@ -63,6 +70,7 @@ const (
 	DefaultOpenTimeout    = 10 * time.Second
 	DefaultMigrateTimeout = 15 * time.Second
 	DefaultResumeGrace    = 30 * time.Second
+	DefaultCutDirect      = time.Second
 	// MinWindow and MaxWindow bound Window.
 	MinWindow = 4 * protocol.MaxTunnelData
 	MaxWindow = 64 << 20
@@ -90,6 +98,7 @@ func (c Config) withDefaults() Config {
 	defD(&c.OpenTimeout, DefaultOpenTimeout)
 	defD(&c.MigrateTimeout, DefaultMigrateTimeout)
 	defD(&c.ResumeGrace, DefaultResumeGrace)
+	defD(&c.CutDirectTimeout, DefaultCutDirect)
 	return c
 }
 
@@ -97,11 +106,28 @@ func (c Config) withDefaults() Config {
 // through the peer's supernode relay when there is no direct one.
 type Dialer interface {
 	// Open opens a stream of protocol.TunnelID to p on the best path,
-	// relayed if need be.
+	// relayed if need be; when AfterCut(ctx), the direct path was just
+	// tried and failed.
 	Open(ctx context.Context, p peer.ID) (network.Stream, error)
 	// OpenDirect opens a stream to p on a direct (not limited)
 	// connection, waiting for hole punching until ctx ends.
 	OpenDirect(ctx context.Context, p peer.ID) (network.Stream, error)
+}
+
+type afterCutKey struct{}
+
+// WithAfterCut marks a dial for a connection whose relayed circuit was
+// just cut and whose direct attempt failed: the dialer should go to the
+// relay without trying the peer's direct addresses again.
+func WithAfterCut(ctx context.Context) context.Context {
+	return context.WithValue(ctx, afterCutKey{}, true)
+}
+
+// AfterCut reports whether ctx is a dial after a relay cut whose direct
+// attempt just failed (see Dialer.Open).
+func AfterCut(ctx context.Context) bool {
+	v, _ := ctx.Value(afterCutKey{}).(bool)
+	return v
 }
 
 // HostDialer is the Dialer of a bare host: streams on the connections the
@@ -861,21 +887,31 @@ func (m *Manager) recoverConn(c *conn, cause error) {
 	c.mu.Lock()
 	last := c.recircuited
 	c.mu.Unlock()
+	// After a relay cut the direct attempt is short (CutDirectTimeout):
+	// the connection is stalled meanwhile, and a fresh circuit (or a clear
+	// failure) is better than waiting for a direct path that may never
+	// come. Hole punching on the fresh circuit still moves it (migrateTo).
+	direct := m.cfg.MigrateTimeout
+	if cause != nil && wasLimited {
+		direct = min(direct, m.cfg.CutDirectTimeout)
+	}
+	dctx, dcancel := context.WithTimeout(ctx, direct)
+	defer dcancel()
 	var err error
 	for {
-		if err = resume(m.dial.OpenDirect, m.cfg.MigrateTimeout); err == nil {
+		if err = resume(m.dial.OpenDirect, direct); err == nil {
 			return
 		}
 		c.mu.Lock()
 		broken := c.broken
 		c.mu.Unlock()
 		// Once the connection had its second circuit, wait for hole
-		// punching in progress until the migration deadline.
+		// punching in progress until the direct attempt's deadline.
 		if !broken || !last || !wasLimited {
 			break
 		}
 		select {
-		case <-ctx.Done():
+		case <-dctx.Done():
 		case <-time.After(250 * time.Millisecond):
 			continue
 		}
@@ -901,7 +937,9 @@ func (m *Manager) recoverConn(c *conn, cause error) {
 		// connection (a fast transfer spends 128 KiB in milliseconds):
 		// once per connection, a fresh circuit gives hole punching
 		// another chance; the relay's budget holds per circuit.
-		rerr := resume(m.dial.Open, m.cfg.OpenTimeout)
+		rerr := resume(func(ctx context.Context, p peer.ID) (network.Stream, error) {
+			return m.dial.Open(WithAfterCut(ctx), p)
+		}, m.cfg.OpenTimeout)
 		if rerr == nil {
 			m.log.Info("tunnel connection resumed on a new relayed circuit", "id", c.idString(), "remote", c.peer.ShortString())
 			return

@@ -610,3 +610,66 @@ func TestTunnelWindowsDiffer(t *testing.T) {
 		t.Fatalf("the sink's digest differs: %x", got)
 	}
 }
+
+// hangingDialer is relayDialer whose direct attempt waits until its
+// context ends, as the swarm does for hole punching that never comes; it
+// counts the opens marked AfterCut.
+type hangingDialer struct {
+	relayDialer
+	afterCut atomic.Int32
+}
+
+func (d *hangingDialer) Open(ctx context.Context, p peer.ID) (network.Stream, error) {
+	if AfterCut(ctx) {
+		d.afterCut.Add(1)
+	}
+	return d.relayDialer.Open(ctx, p)
+}
+
+func (d *hangingDialer) OpenDirect(ctx context.Context, _ peer.ID) (network.Stream, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestTunnelRelayCutPrompt: after a relay cut with no direct path the
+// connection resumes on a fresh circuit at once and, cut again, fails at
+// once with the relay cut reported, not after the migration timeout
+// (a minute here) spent waiting for a direct connection.
+func TestTunnelRelayCutPrompt(t *testing.T) {
+	ha, hb := newHost(t), newHost(t)
+	connectHosts(t, hb, ha)
+	d := &hangingDialer{relayDialer: relayDialer{HostDialer: HostDialer{H: hb}}}
+	a := newManager(t, ha, Config{ResumeGrace: time.Second})
+	b := newManager(t, hb, Config{MigrateTimeout: time.Minute, CutDirectTimeout: 100 * time.Millisecond}, WithDialer(d))
+	p := pair{ha: ha, hb: hb, a: a, b: b}
+	ln := listen(t)
+	echoServer(t, ln)
+	tc := p.expose(t, ln.Addr().String())
+	c := dial(t, tc.Listen)
+	_ = c.SetReadDeadline(time.Now().Add(testDeadline))
+	_, _ = c.Write([]byte("x"))
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Now()
+	cutStream(t, b)
+	waitFor(t, "the connection resumes on a new circuit", func() bool { return b.List().Connects[0].Migrations == 1 })
+	_, _ = c.Write([]byte("y"))
+	if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+		t.Fatalf("after the first cut: %v", err)
+	}
+	t.Logf("resumed after %v", time.Since(t0))
+	if n := d.afterCut.Load(); n != 1 {
+		t.Fatalf("%d opens marked AfterCut, want 1 (the fresh circuit)", n)
+	}
+	t0 = time.Now()
+	cutStream(t, b)
+	_, err := c.Read(make([]byte, 1))
+	t.Logf("closed after %v: %v", time.Since(t0), err)
+	if ne, ok := err.(net.Error); err == nil || ok && ne.Timeout() {
+		t.Fatalf("after the second cut, read: %v; want the connection closed", err)
+	}
+	if l := b.List().Connects[0]; l.RelayCuts != 1 || !strings.Contains(l.LastError, RelayLimitText) {
+		t.Fatalf("the cut is not reported: %+v", l)
+	}
+}
