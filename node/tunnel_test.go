@@ -12,7 +12,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/node/tunnel"
 )
 
@@ -224,5 +226,114 @@ func TestTunnelDialAfterCutGoesToRelay(t *testing.T) {
 	t.Logf("relayed stream after %v", took)
 	if took >= directDialTimeout {
 		t.Fatalf("took %v: the dialer tried the direct address first", took)
+	}
+}
+
+// TestTunnelSlowConsumerThroughRelayBounded: a service that reads nothing
+// behind a relayed tunnel holds back its writer across all three hops: the
+// connecting side buffers at most its window, the exposing side at most
+// its window, and the relay between them stops carrying bytes long before
+// the writer's data is through (what it carries meanwhile is the window
+// plus the socket and muxer buffers on the way, not the data).
+func TestTunnelSlowConsumerThroughRelayBounded(t *testing.T) {
+	const window = 256 << 10
+	c := attachConfig(t, RoleSupernode, "")
+	c.Capacity = 2
+	c.RelayCircuitData = 256 << 20 // the relay must not cut the circuit here
+	sn := startNode(t, c)
+	ac := attachConfig(t, RoleOrdinary, p2pAddr(sn))
+	ac.TunnelWindow = window
+	a := startClientConfig(t, ac, WithReachability(network.ReachabilityPrivate))
+	bc := attachConfig(t, RoleOrdinary, p2pAddr(sn))
+	bc.TunnelWindow = window
+	b := startClientConfig(t, bc)
+	waitFor(t, 10*time.Second, "A reserved", func() bool { return reservedOn(a) == sn.ID() })
+	waitFor(t, 10*time.Second, "B attached", func() bool { return b.attachmentForTest() != "" })
+
+	// The service accepts and then reads nothing until the gate opens.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	gate := make(chan struct{})
+	got := make(chan int64, 1)
+	go func() {
+		s, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer s.Close()
+		<-gate
+		n, _ := io.Copy(io.Discard, s)
+		got <- n
+	}()
+	if _, err := a.Tunnels().Expose("sink", ln.Addr().String(), []peer.ID{b.ID()}, false); err != nil {
+		t.Fatal(err)
+	}
+	tc, err := b.Tunnels().Connect(t.Context(), a.ID(), "sink", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.Dial("tcp", tc.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	const total = 64 << 20
+	werr := make(chan error, 1)
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for off := 0; off < total; off += len(chunk) {
+			if _, err := conn.Write(chunk); err != nil {
+				werr <- err
+				return
+			}
+		}
+		werr <- conn.(*net.TCPConn).CloseWrite()
+	}()
+	relayed := func() float64 { return testutil.ToFloat64(sn.relay.m.bytes) }
+	waitFor(t, 20*time.Second, "the connecting side's window fills (relayed)", func() bool {
+		l := b.Tunnels().List().Connects
+		return len(l) == 1 && len(l[0].Conns) == 1 && l[0].Conns[0].Buffered == window && l[0].Conns[0].Path == "relayed"
+	})
+	// The relay stops carrying bytes: two readings 200 ms apart agree.
+	var plateau float64
+	waitFor(t, 20*time.Second, "the relay stops carrying bytes", func() bool {
+		before := relayed()
+		time.Sleep(200 * time.Millisecond) // the interval of a rate reading, not synchronisation
+		plateau = relayed()
+		return plateau == before
+	})
+	if plateau >= total/4 {
+		t.Fatalf("the relay carried %.0f bytes of %d while the service read nothing", plateau, total)
+	}
+	t.Logf("while the service read nothing: the relay carried %.1f MiB of %d MiB; window %d KiB", plateau/(1<<20), total>>20, window>>10)
+	var held []localapi.TunnelConn
+	for _, l := range b.Tunnels().List().Connects {
+		held = append(held, l.Conns...)
+	}
+	for _, l := range a.Tunnels().List().Exposed {
+		held = append(held, l.Conns...)
+	}
+	if len(held) != 2 {
+		t.Fatalf("%d tunnel connections listed on the two sides, want 2", len(held))
+	}
+	for _, cn := range held {
+		if cn.MaxBuffered > window {
+			t.Errorf("a side held %d bytes, window %d", cn.MaxBuffered, window)
+		}
+	}
+	close(gate)
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-got:
+		if n != total {
+			t.Fatalf("the service received %d bytes, want %d", n, total)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the service did not receive everything")
 	}
 }
