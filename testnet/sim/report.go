@@ -89,15 +89,20 @@ type recorder struct {
 	crashDone    bool
 	lowest       float64
 	t99, t100    *float64
-	orphans      int
-	slots        int
-	crashed      int
-	failed       int
-	minAlive     int
-	attempts     Counts
-	bucket       int
-	series       Series
-	loads        []float64
+	// watch (clients) and tWatch: the first time after the crash that
+	// at least watch clients were attached (the planner's target; 0: not
+	// watched). Not in the report.
+	watch    int
+	tWatch   *float64
+	orphans  int
+	slots    int
+	crashed  int
+	failed   int
+	minAlive int
+	attempts Counts
+	bucket   int
+	series   Series
+	loads    []float64
 }
 
 func (r *recorder) init(s *Sim) {
@@ -122,6 +127,9 @@ func (r *recorder) attached(s *Sim, d int) {
 	}
 	if r.t100 == nil && r.attachedLive == len(s.clients) {
 		r.t100 = &since
+	}
+	if r.watch > 0 && r.tWatch == nil && r.attachedLive >= r.watch {
+		r.tWatch = &since
 	}
 }
 
