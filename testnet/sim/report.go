@@ -251,8 +251,8 @@ func (r *Report) JSON() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// Write writes report.json into dir (created if missing) and returns the
-// files written.
+// Write writes report.json, report.md and the plots (Plots) into dir
+// (created if missing) and returns the files written.
 func (r *Report) Write(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sim: report: %w", err)
@@ -269,10 +269,15 @@ func (r *Report) Write(dir string) ([]string, error) {
 	if err := os.WriteFile(md, r.Markdown(), 0o644); err != nil {
 		return nil, fmt.Errorf("sim: report: %w", err)
 	}
-	return []string{p, md}, nil
+	plots, err := WritePlots(r, dir)
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{p, md}, plots...), nil
 }
 
-// Markdown is the summary as a Markdown page (no plots yet).
+// Markdown is the summary as a Markdown page, with the plots (written
+// beside it by Write) linked.
 func (r *Report) Markdown() []byte {
 	c, s := r.Config, r.Summary
 	secs := func(p *float64) string {
@@ -303,6 +308,10 @@ func (r *Report) Markdown() []byte {
 	}
 	for _, row := range rows {
 		b = fmt.Appendf(b, "| %s | %s |\n", row[0], row[1])
+	}
+	b = append(b, "\n## Plots\n"...)
+	for _, p := range Plots() {
+		b = fmt.Appendf(b, "\n%s:\n\n![%s](%s)\n", p.Caption, p.File, p.File)
 	}
 	return b
 }

@@ -266,12 +266,22 @@ func TestConfigErrors(t *testing.T) {
 func TestWriteReport(t *testing.T) {
 	dir := t.TempDir()
 	files, err := mustSim(t, "recovery", "overlayd", 0, 0, 1, 0).Run().Write(dir)
-	if err != nil || len(files) != 2 {
+	if err != nil || len(files) != 2+len(Plots()) {
 		t.Fatalf("Write = %v, %v", files, err)
 	}
 	md, err := os.ReadFile(files[1])
 	if err != nil || !bytes.Contains(md, []byte("time to 99% / 100% attached")) || !bytes.Contains(md, []byte("--policy overlayd")) {
 		t.Fatalf("report.md: %v\n%s", err, md)
+	}
+	// Every plot is a PNG of some substance, linked from report.md.
+	for i, p := range Plots() {
+		b, err := os.ReadFile(files[2+i])
+		if err != nil || len(b) < 10000 || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("%s: %d bytes, %v", p.File, len(b), err)
+		}
+		if !bytes.Contains(md, []byte("("+p.File+")")) {
+			t.Errorf("report.md does not link %s", p.File)
+		}
 	}
 }
 
