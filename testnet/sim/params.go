@@ -79,6 +79,9 @@ type Params struct {
 	// ReturnInterval is the mean pause between a failed-over client's
 	// checks for room at home (--return-interval, 30 s).
 	ReturnInterval time.Duration
+	// DrainPeriod is how long a demoted mega takes to hand its clients
+	// back (--drain-period, node.DefaultConfig: 1 m).
+	DrainPeriod time.Duration
 	// DirectoryTick is how often the shared directory expires entries and
 	// the ring is rebuilt when membership changed. The daemon does this
 	// on change with a debounce; 250 ms is its order of magnitude.
@@ -109,6 +112,7 @@ func DefaultParams() Params {
 		Backoff:          backoff.DefaultPolicy(),
 		FixedRetry:       time.Second,
 		ReturnInterval:   30 * time.Second,
+		DrainPeriod:      time.Minute,
 		DirectoryTick:    250 * time.Millisecond,
 		Sample:           time.Second,
 	}
@@ -122,7 +126,7 @@ func (p Params) Validate() error {
 	}{
 		{"AttemptTimeout", p.AttemptTimeout}, {"AnnounceInterval", p.AnnounceInterval},
 		{"Keepalive", p.Keepalive}, {"FixedRetry", p.FixedRetry}, {"ReturnInterval", p.ReturnInterval},
-		{"DirectoryTick", p.DirectoryTick}, {"Sample", p.Sample}, {"FailAfter", p.FailAfter}, {"FailDelay", p.FailDelay},
+		{"DirectoryTick", p.DirectoryTick}, {"DrainPeriod", p.DrainPeriod}, {"Sample", p.Sample}, {"FailAfter", p.FailAfter}, {"FailDelay", p.FailDelay},
 	}
 	for _, f := range pos {
 		if f.d <= 0 {

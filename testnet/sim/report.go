@@ -51,6 +51,27 @@ type Summary struct {
 	Attempts        Counts `json:"attempts"`
 	PeakAttempts100 int    `json:"peak_attempts_per_100ms"`
 	Events          uint64 `json:"events"`
+	// HandBack is the hand-back after the restart (Config.HandBackAt).
+	HandBack *HandBack `json:"handback,omitempty"`
+}
+
+// HandBack is what the megas' demotion came to.
+type HandBack struct {
+	// DemotedAt is the demotion, seconds of simulated time.
+	DemotedAt float64 `json:"demoted_at_s"`
+	// OnMegas at the demotion, and Excess of them above the megas'
+	// regular capacity.
+	OnMegas int `json:"on_megas_at_demote"`
+	Excess  int `json:"excess_at_demote"`
+	// Steps are the clients each drain step detached, all megas together
+	// (node/role.DrainStep of the excess at that step).
+	Steps []int `json:"drain_steps"`
+	// TimeToHandedBack is the seconds from the demotion until every
+	// client was attached and no ex-mega was above its regular capacity
+	// (sampled every 100 ms; null: not within the run).
+	TimeToHandedBack *float64 `json:"to_handed_back_s"`
+	// LowestAttached after the demotion.
+	LowestAttached float64 `json:"lowest_attached"`
 }
 
 // Counts are attach attempts by result.
@@ -94,6 +115,7 @@ type recorder struct {
 	// watched). Not in the report.
 	watch    int
 	tWatch   *float64
+	hb       *HandBack
 	orphans  int
 	slots    int
 	crashed  int
@@ -121,6 +143,9 @@ func (r *recorder) attached(s *Sim, d int) {
 	}
 	frac := float64(r.attachedLive) / float64(len(s.clients))
 	r.lowest = min(r.lowest, frac)
+	if r.hb != nil {
+		r.hb.LowestAttached = min(r.hb.LowestAttached, frac)
+	}
 	since := float64(s.now-r.crashAt) / 1e9
 	if r.t99 == nil && 100*r.attachedLive >= 99*len(s.clients) {
 		r.t99 = &since
@@ -146,6 +171,40 @@ func (r *recorder) supernodeDown(s *Sim, b int32) {
 		r.crashed++
 		r.orphans += len(sn.clients)
 	}
+}
+
+// supernodeUp counts a restarted supernode.
+func (r *recorder) supernodeUp(s *Sim, b int32) {
+	if int(b) < s.cfg.Supernodes {
+		r.aliveRegular++
+	}
+}
+
+func (r *recorder) demoted(s *Sim, on, excess int) {
+	r.hb = &HandBack{DemotedAt: float64(s.now) / 1e9, OnMegas: on, Excess: excess,
+		LowestAttached: float64(r.attachedLive) / float64(len(s.clients))}
+}
+
+func (r *recorder) drained(i, excess, k int) {
+	for len(r.hb.Steps) <= i {
+		r.hb.Steps = append(r.hb.Steps, 0)
+	}
+	r.hb.Steps[i] += k
+}
+
+// handedBack checks, every 100 ms after the demotion, whether every
+// client is attached and no ex-mega is above its regular capacity.
+func (r *recorder) handedBack(s *Sim) {
+	if r.hb == nil || r.hb.TimeToHandedBack != nil || r.attachedLive != len(s.clients) {
+		return
+	}
+	for b := s.cfg.Supernodes; b < len(s.sns); b++ {
+		if sn := &s.sns[b]; sn.alive && len(sn.clients) > sn.capacity {
+			return
+		}
+	}
+	t := float64(s.now)/1e9 - r.hb.DemotedAt
+	r.hb.TimeToHandedBack = &t
 }
 
 func (r *recorder) crashDoneAt(s *Sim) {
@@ -179,6 +238,7 @@ func (r *recorder) sample(s *Sim) {
 		r.series.AttemptsPer100 = append(r.series.AttemptsPer100, r.bucket)
 		r.bucket = 0
 	}
+	r.handedBack(s)
 	if s.now%int64(s.p.Sample) != 0 {
 		return
 	}
@@ -238,6 +298,15 @@ func (r *recorder) report(s *Sim) *Report {
 		}
 	}
 	sum.MegaPeak = slices.Max(append([]int{0}, r.series.MegaLoad...))
+	if r.hb != nil {
+		hb := *r.hb
+		hb.LowestAttached = round4(hb.LowestAttached)
+		if hb.TimeToHandedBack != nil {
+			v := round4(*hb.TimeToHandedBack)
+			hb.TimeToHandedBack = &v
+		}
+		sum.HandBack = &hb
+	}
 	sum.PeakAttempts100 = slices.Max(append([]int{0}, r.series.AttemptsPer100...))
 	return &Report{Config: s.cfg, Summary: sum, Series: r.series}
 }

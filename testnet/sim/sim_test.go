@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/node/role"
 	"github.com/overlayd/overlayd/overlay/backoff"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/ring"
@@ -346,5 +347,37 @@ func TestReturnMatchesDaemon(t *testing.T) {
 	}
 	if nonEmpty < 10 {
 		t.Fatalf("compared %d return decisions, %d with somewhere to go; want at least 10 of those", compared, nonEmpty)
+	}
+}
+
+// The hand-back divergence test: each demoted mega detaches, at step i
+// of its drain, exactly what node.drainTo would (role.DrainStep of its
+// load above the regular capacity it keeps), the steps
+// role.DrainStepInterval apart from the demotion, and the megas end at
+// their regular capacity with every client attached.
+func TestHandBackMatchesDaemon(t *testing.T) {
+	s := mustSim(t, "recovery", "overlayd", 0, 0, 2, 0)
+	rep := s.Run()
+	hb := rep.Summary.HandBack
+	if hb == nil || hb.Excess == 0 || len(s.drainLog) == 0 {
+		t.Fatalf("no hand-back to check: %+v, %d steps", hb, len(s.drainLog))
+	}
+	step := role.DrainStepInterval(s.p.DrainPeriod)
+	demoted := int64(hb.DemotedAt * 1e9)
+	for _, d := range s.drainLog {
+		if want := role.DrainStep(d.load-d.keep, d.i); d.k != want || d.keep != s.cfg.MegaBefore {
+			t.Errorf("mega %d step %d: detached %d of load %d keeping %d, want role.DrainStep = %d keeping %d", d.b, d.i, d.k, d.load, d.keep, want, s.cfg.MegaBefore)
+		}
+		if d.at != demoted+int64(d.i)*int64(step) {
+			t.Errorf("mega %d step %d at %v, want %v", d.b, d.i, time.Duration(d.at), time.Duration(demoted+int64(d.i)*int64(step)))
+		}
+	}
+	if hb.TimeToHandedBack == nil || rep.Summary.FinalAttached != 1 {
+		t.Errorf("not handed back: %+v, final attached %v", hb, rep.Summary.FinalAttached)
+	}
+	for b := s.cfg.Supernodes; b < len(s.sns); b++ {
+		if sn := &s.sns[b]; sn.mega || len(sn.clients) > sn.capacity {
+			t.Errorf("ex-mega %d: mega %v, %d clients over capacity %d", b, sn.mega, len(sn.clients), sn.capacity)
+		}
 	}
 }
