@@ -28,6 +28,12 @@ type Params struct {
 	// fail. Default: one round trip (connection refused, as in the
 	// testnet's crashes); a vanished host costs AttemptTimeout instead.
 	DeadDial time.Duration
+	// CrashResets: a crashed supernode's connections are closed (its
+	// process died and the kernel closed its sockets, or the testnet's
+	// CloseAbruptlyForTest closed its host), so its clients read the end
+	// of their session one hop later. Off, the host vanished and they
+	// notice by keepalive silence. Default: off (guess: the harder case).
+	CrashResets bool
 	// AttemptTimeout bounds one attempt (node/client's attemptTimeout, 5 s).
 	AttemptTimeout time.Duration
 

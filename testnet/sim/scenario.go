@@ -160,6 +160,9 @@ func recovery(c *Config) {
 	c.CrashFraction, c.CrashAt, c.HandBackAt, c.Duration = 0.3, 5*time.Second, 65*time.Second, 110*time.Second
 	p := &c.Params
 	p.DrainPeriod = 10 * time.Second
+	// The testnet crashes a supernode with CloseAbruptlyForTest, which
+	// closes its host: the clients read the end of their sessions at once.
+	p.CrashResets = true
 	p.Keepalive, p.RetryAfter = time.Second, time.Second
 	p.Backoff = backoff.Policy{Base: 500 * time.Millisecond, Max: 4 * time.Second, MaxRetryAfter: 10 * time.Minute}
 	p.ReturnInterval, p.AnnounceInterval = 5*time.Second, 5*time.Second

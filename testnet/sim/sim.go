@@ -565,7 +565,11 @@ func (s *Sim) kill(b int32) {
 	sn.seq += 1 << 40 // a new incarnation: pending releases are void
 	s.rec.supernodeDown(s, b)
 	for _, i := range sn.clients {
-		s.at(s.silence-s.randDur(s.p.Keepalive), event{k: evSessionDead, a: i, b: b, gen: s.clients[i].gen})
+		d := s.silence - s.randDur(s.p.Keepalive)
+		if s.p.CrashResets && !sn.failed {
+			d = s.latency()
+		}
+		s.at(d, event{k: evSessionDead, a: i, b: b, gen: s.clients[i].gen})
 	}
 }
 

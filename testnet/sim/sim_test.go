@@ -381,3 +381,27 @@ func TestHandBackMatchesDaemon(t *testing.T) {
 		}
 	}
 }
+
+// A crash that resets connections (Params.CrashResets, the testnet's
+// CloseAbruptlyForTest) is noticed one hop later; a vanished host only
+// after the keepalive silence. The recovery scenario (keepalive 1 s,
+// silence 3 s) re-attaches 99% before the silence with resets, and not
+// without.
+func TestCrashResets(t *testing.T) {
+	for _, resets := range []bool{true, false} {
+		cfg, err := NewConfig("recovery", mustPolicy(t, "overlayd"), 0, 0, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Params.CrashResets = resets
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := s.Run().Summary
+		silence := (time.Duration(3) * cfg.Params.Keepalive).Seconds()
+		if sum.TimeTo99 == nil || (*sum.TimeTo99 < silence) != resets {
+			t.Errorf("resets %v: 99%% attached at %v s, silence %v s", resets, sum.TimeTo99, silence)
+		}
+	}
+}
