@@ -227,9 +227,8 @@ func (n *Node) demoteAuto(ctx context.Context, svc *roleService, why string) {
 // move in the same instant. each, if set, is told the load before every
 // step and once at the end.
 func (n *Node) drainTo(ctx context.Context, period time.Duration, keep int, reason string, each func(load int)) {
-	const steps = 10
-	step := max(period/steps, time.Millisecond)
-	for i := range steps {
+	step := role.DrainStepInterval(period)
+	for i := range role.DrainSteps {
 		load := n.admission.Load()
 		if each != nil {
 			each(load)
@@ -238,8 +237,7 @@ func (n *Node) drainTo(ctx context.Context, period time.Duration, keep int, reas
 		if excess <= 0 {
 			return
 		}
-		k := (excess + (steps - i) - 1) / (steps - i) // spread what is left over the steps left
-		n.admission.Drain(k, reason, step)
+		n.admission.Drain(role.DrainStep(excess, i), reason, step)
 		select {
 		case <-ctx.Done():
 			return

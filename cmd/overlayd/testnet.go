@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -104,8 +105,9 @@ func simCommand() *cli.Command {
 			&cli.IntFlag{Name: "supernodes", Usage: "regular supernodes (0: the scenario's)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the identities and every random choice", Value: 1},
 			&cli.DurationFlag{Name: "duration", Usage: "simulated time (0: the scenario's)"},
-			&cli.StringFlag{Name: "out", Usage: "write report.json into this directory"},
+			&cli.StringFlag{Name: "out", Usage: "write report.json, report.md and the plots into this directory"},
 		},
+		Subcommands: []*cli.Command{planCommand()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageError{fmt.Errorf("testnet sim: unexpected argument %q", c.Args().First())}
@@ -133,6 +135,108 @@ func simCommand() *cli.Command {
 			return runSim(c.App.Writer, c.App.ErrWriter, cfg, c.String("out"))
 		},
 	}
+}
+
+// planCommand is `overlayd testnet sim plan`: the capacity planner.
+func planCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "plan",
+		Usage: "size the mega-supernodes (or the supernode headroom) a network needs to survive an outage",
+		Description: "Searches, by simulating the outage (the skype2010 scenario on your network, policy overlayd,\n" +
+			"the model's default parameters), for the fewest mega-supernodes of each size, and separately\n" +
+			"for the capacity per supernode or the number of supernodes without megas, that attach the\n" +
+			"target fraction of the clients within the target time after --loss of the supernodes crash\n" +
+			"at once. Every candidate runs with --seeds seeds and the worst counts; each answer is printed\n" +
+			"with the candidate just below it. Run it before an outage, not during one.\n\n" +
+			"Example: overlayd testnet sim plan --clients 100000 --supernodes 1000 --capacity 112 --loss 0.3 --target 99%/60s",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "clients", Usage: "ordinary nodes in the network (required)"},
+			&cli.IntFlag{Name: "supernodes", Usage: "regular supernodes in the network (required)"},
+			&cli.IntFlag{Name: "capacity", Usage: "capacity of each supernode, in attached clients (required)"},
+			&cli.Float64Flag{Name: "loss", Usage: "fraction of the supernodes that crash at once, in [0, 1)", Value: 0.3},
+			&cli.StringFlag{Name: "target", Usage: "fraction attached / time after the crash, e.g. 99%/60s or 0.995/2m", Value: "99%/60s"},
+			&cli.IntSliceFlag{Name: "mega-capacity", Usage: "mega sizes to plan for, repeatable or comma-separated (default: 5, 10 and 20 × --capacity)"},
+			&cli.Uint64Flag{Name: "seed", Usage: "first seed; the seeds are --seed, --seed+1, ...", Value: 1},
+			&cli.IntFlag{Name: "seeds", Usage: "seeds per candidate (the worst counts)", Value: 3},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageError{fmt.Errorf("testnet sim plan: unexpected argument %q", c.Args().First())}
+			}
+			for _, f := range []string{"clients", "supernodes", "capacity"} {
+				if !c.IsSet(f) {
+					return usageError{fmt.Errorf("testnet sim plan: --%s is required", f)}
+				}
+			}
+			frac, within, err := parseTarget(c.String("target"))
+			if err != nil {
+				return usageError{fmt.Errorf("--target: %w", err)}
+			}
+			n := c.Int("seeds")
+			if n < 1 || n > 100 {
+				return usageError{fmt.Errorf("--seeds must be in [1, 100], got %d", n)}
+			}
+			in := sim.PlanInput{Clients: c.Int("clients"), Supernodes: c.Int("supernodes"), Capacity: c.Int("capacity"),
+				Loss: c.Float64("loss"), Fraction: frac, Within: within, MegaCapacities: c.IntSlice("mega-capacity")}
+			for i := range n {
+				in.Seeds = append(in.Seeds, c.Uint64("seed")+uint64(i))
+			}
+			if err := in.Validate(); err != nil {
+				return usageError{err}
+			}
+			return runPlan(c.App.Writer, c.App.ErrWriter, in)
+		},
+	}
+}
+
+// parseTarget reads "99%/60s" (or "0.99/60s"): a fraction in (0, 1] and a
+// positive duration.
+func parseTarget(s string) (float64, time.Duration, error) {
+	f, d, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("want fraction/time, e.g. 99%%/60s, got %q", s)
+	}
+	scale := 1.0
+	if p, found := strings.CutSuffix(strings.TrimSpace(f), "%"); found {
+		f, scale = p, 100
+	}
+	frac, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("fraction %q: want e.g. 99%% or 0.99", f)
+	}
+	frac /= scale
+	if !(frac > 0 && frac <= 1) {
+		return 0, 0, fmt.Errorf("fraction must be in (0, 100%%], got %q", s)
+	}
+	within, err := time.ParseDuration(strings.TrimSpace(d))
+	if err != nil || within <= 0 {
+		return 0, 0, fmt.Errorf("time %q: want a positive duration, e.g. 60s", d)
+	}
+	return frac, within, nil
+}
+
+// runPlan searches and prints the plan, with a progress line on errw when
+// it is a terminal.
+func runPlan(w, errw io.Writer, in sim.PlanInput) error {
+	start := time.Now()
+	runs := 0
+	if isTerminal(errw) {
+		in.Progress = func(cfg sim.Config, t *float64) {
+			runs++
+			fmt.Fprintf(errw, "\r\033[Ksimulation %d: %d supernodes of %d, %d megas of %d, seed %d  (%v)",
+				runs, cfg.Supernodes, cfg.Capacity, cfg.Megas, cfg.MegaCapacity, cfg.Seed, time.Since(start).Round(time.Second))
+		}
+	}
+	pl, err := sim.Search(in)
+	if in.Progress != nil {
+		fmt.Fprint(errw, "\r\033[K")
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(w, pl.Text())
+	fmt.Fprintf(w, "wall time %v\n", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // runSim runs one simulation, with a progress line on errw when it is a

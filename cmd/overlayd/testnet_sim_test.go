@@ -2,10 +2,12 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // `overlayd testnet sim` runs a scenario, prints the summary and writes
@@ -42,6 +44,51 @@ func TestTestnetSim(t *testing.T) {
 		var out, errb bytes.Buffer
 		if code := run(append([]string{"overlayd", "testnet", "sim"}, args...), &out, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errb.String())
+		}
+	}
+}
+
+// `overlayd testnet sim plan` prints the fewest megas meeting the target
+// with the margin; missing or bad flags are usage errors.
+func TestTestnetSimPlan(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"overlayd", "testnet", "sim", "plan", "--clients", "1000", "--supernodes", "10", "--capacity", "112",
+		"--target", "99%/20s", "--mega-capacity", "30,112", "--seeds", "2"}
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"8 megas of capacity 30: 99% attached at", "; 7 megas: 99% attached at", "headroom without megas"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("no %q in:\n%s", want, out.String())
+		}
+	}
+	base := []string{"overlayd", "testnet", "sim", "plan"}
+	full := []string{"--clients", "1000", "--supernodes", "10", "--capacity", "112"}
+	for _, args := range [][]string{
+		{"--clients", "1000", "--supernodes", "10"},
+		append(full[:len(full):len(full)], "--target", "99"),
+		append(full[:len(full):len(full)], "--target", "150%/60s"),
+		append(full[:len(full):len(full)], "--target", "99%/-1s"),
+		append(full[:len(full):len(full)], "--loss", "1"),
+		append(full[:len(full):len(full)], "--seeds", "0"),
+		append(full[:len(full):len(full)], "--mega-capacity", "0"),
+		append(full[:len(full):len(full)], "extra"),
+	} {
+		var out, errb bytes.Buffer
+		if code := run(append(base[:len(base):len(base)], args...), &out, &errb); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errb.String())
+		}
+	}
+}
+
+func TestParseTarget(t *testing.T) {
+	for in, want := range map[string]struct {
+		f float64
+		d time.Duration
+	}{"99%/60s": {0.99, time.Minute}, "0.995/2m": {0.995, 2 * time.Minute}, "100% / 30s": {1, 30 * time.Second}} {
+		f, d, err := parseTarget(in)
+		if err != nil || math.Abs(f-want.f) > 1e-12 || d != want.d {
+			t.Errorf("parseTarget(%q) = %v, %v, %v; want %v, %v", in, f, d, err, want.f, want.d)
 		}
 	}
 }

@@ -275,3 +275,25 @@ func drawDelay(rng *rand.Rand, lo, hi time.Duration) time.Duration {
 	}
 	return lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 }
+
+// DrainSteps is how many steps a hand-back (a mega's demotion, or an
+// auto supernode's) spreads its excess clients over.
+const DrainSteps = 10
+
+// DrainStepInterval is the pause between two hand-back steps of a drain
+// period: period / DrainSteps, at least a millisecond.
+func DrainStepInterval(period time.Duration) time.Duration {
+	return max(period/DrainSteps, time.Millisecond)
+}
+
+// DrainStep is how many clients step i (from 0) of a hand-back detaches
+// when excess clients are still above the capacity to keep: what is left
+// spread evenly over the steps left, rounded up, so the last step takes
+// the rest. It is 0 when nothing is in excess or i is past the last step.
+func DrainStep(excess, i int) int {
+	if excess <= 0 || i < 0 || i >= DrainSteps {
+		return 0
+	}
+	left := DrainSteps - i
+	return (excess + left - 1) / left
+}

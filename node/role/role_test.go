@@ -391,3 +391,32 @@ func TestDecideReason(t *testing.T) {
 	}
 	t.Log(dec.Reason)
 }
+
+// The hand-back schedule: every excess client is detached within the
+// steps, evenly (no two steps differ by more than one client, earlier
+// steps taking the remainder), and nothing is detached past the last
+// step or without excess.
+func TestDrainStep(t *testing.T) {
+	for _, excess := range []int{1, 3, 9, 10, 11, 37, 197, 1000} {
+		left := excess
+		var got []int
+		for i := range role.DrainSteps {
+			k := role.DrainStep(left, i)
+			got = append(got, k)
+			left -= k
+		}
+		if left != 0 {
+			t.Errorf("excess %d: %d left after %d steps (%v)", excess, left, role.DrainSteps, got)
+		}
+		if slices.Max(got)-slices.Min(got) > 1 || !slices.IsSortedFunc(got, func(a, b int) int { return b - a }) {
+			t.Errorf("excess %d: steps %v are not an even, front-loaded spread", excess, got)
+		}
+	}
+	if role.DrainStep(37, 0) != 4 || role.DrainStep(37, role.DrainSteps-1) != 37 || role.DrainStep(0, 0) != 0 ||
+		role.DrainStep(5, role.DrainSteps) != 0 || role.DrainStep(5, -1) != 0 {
+		t.Error("DrainStep at the edges")
+	}
+	if role.DrainStepInterval(10*time.Second) != time.Second || role.DrainStepInterval(time.Millisecond) != time.Millisecond {
+		t.Error("DrainStepInterval")
+	}
+}

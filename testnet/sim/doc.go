@@ -22,6 +22,14 @@
 // queueing delay stays above FailDelay for FailAfter fails). Every node
 // sees one shared directory, snapshotted every DirectoryTick.
 //
+// Search (plan.go) is the capacity planner behind `overlayd testnet sim
+// plan`: it searches, over the simulator's result with several seeds, the
+// fewest megas of each size and the supernode headroom that re-attach a
+// target fraction of the clients within a target time after a crash.
+// Report.Write draws the figures of plot.go beside report.json. The
+// recovery scenario ends with the hand-back (handback.go): the crashed
+// supernodes restart and the demoted megas drain on node/role.DrainStep.
+//
 // A seed gives one history: events are ordered by time and then by the
 // order they were scheduled, every random draw comes from one PCG source
 // seeded from Config.Seed, no map is iterated where order matters, and the

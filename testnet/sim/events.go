@@ -16,6 +16,9 @@ const (
 	evSample                      // the report samples the network
 	evCrash                       // the scenario crashes supernodes
 	evRestart                     // a client process restarts (restart-wave)
+	evHandBack                    // the crashed supernodes restart
+	evDemote                      // the operator demotes the megas
+	evDrainStep                   // a demoted mega hands back one step's clients
 )
 
 // event is one scheduled action. It is a small value: the heap holds

@@ -28,6 +28,12 @@ type Params struct {
 	// fail. Default: one round trip (connection refused, as in the
 	// testnet's crashes); a vanished host costs AttemptTimeout instead.
 	DeadDial time.Duration
+	// CrashResets: a crashed supernode's connections are closed (its
+	// process died and the kernel closed its sockets, or the testnet's
+	// CloseAbruptlyForTest closed its host), so its clients read the end
+	// of their session one hop later. Off, the host vanished and they
+	// notice by keepalive silence. Default: off (guess: the harder case).
+	CrashResets bool
 	// AttemptTimeout bounds one attempt (node/client's attemptTimeout, 5 s).
 	AttemptTimeout time.Duration
 
@@ -79,6 +85,9 @@ type Params struct {
 	// ReturnInterval is the mean pause between a failed-over client's
 	// checks for room at home (--return-interval, 30 s).
 	ReturnInterval time.Duration
+	// DrainPeriod is how long a demoted mega takes to hand its clients
+	// back (--drain-period, node.DefaultConfig: 1 m).
+	DrainPeriod time.Duration
 	// DirectoryTick is how often the shared directory expires entries and
 	// the ring is rebuilt when membership changed. The daemon does this
 	// on change with a debounce; 250 ms is its order of magnitude.
@@ -109,6 +118,7 @@ func DefaultParams() Params {
 		Backoff:          backoff.DefaultPolicy(),
 		FixedRetry:       time.Second,
 		ReturnInterval:   30 * time.Second,
+		DrainPeriod:      time.Minute,
 		DirectoryTick:    250 * time.Millisecond,
 		Sample:           time.Second,
 	}
@@ -122,7 +132,7 @@ func (p Params) Validate() error {
 	}{
 		{"AttemptTimeout", p.AttemptTimeout}, {"AnnounceInterval", p.AnnounceInterval},
 		{"Keepalive", p.Keepalive}, {"FixedRetry", p.FixedRetry}, {"ReturnInterval", p.ReturnInterval},
-		{"DirectoryTick", p.DirectoryTick}, {"Sample", p.Sample}, {"FailAfter", p.FailAfter}, {"FailDelay", p.FailDelay},
+		{"DirectoryTick", p.DirectoryTick}, {"DrainPeriod", p.DrainPeriod}, {"Sample", p.Sample}, {"FailAfter", p.FailAfter}, {"FailDelay", p.FailDelay},
 	}
 	for _, f := range pos {
 		if f.d <= 0 {

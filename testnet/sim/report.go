@@ -51,6 +51,27 @@ type Summary struct {
 	Attempts        Counts `json:"attempts"`
 	PeakAttempts100 int    `json:"peak_attempts_per_100ms"`
 	Events          uint64 `json:"events"`
+	// HandBack is the hand-back after the restart (Config.HandBackAt).
+	HandBack *HandBack `json:"handback,omitempty"`
+}
+
+// HandBack is what the megas' demotion came to.
+type HandBack struct {
+	// DemotedAt is the demotion, seconds of simulated time.
+	DemotedAt float64 `json:"demoted_at_s"`
+	// OnMegas at the demotion, and Excess of them above the megas'
+	// regular capacity.
+	OnMegas int `json:"on_megas_at_demote"`
+	Excess  int `json:"excess_at_demote"`
+	// Steps are the clients each drain step detached, all megas together
+	// (node/role.DrainStep of the excess at that step).
+	Steps []int `json:"drain_steps"`
+	// TimeToHandedBack is the seconds from the demotion until every
+	// client was attached and no ex-mega was above its regular capacity
+	// (sampled every 100 ms; null: not within the run).
+	TimeToHandedBack *float64 `json:"to_handed_back_s"`
+	// LowestAttached after the demotion.
+	LowestAttached float64 `json:"lowest_attached"`
 }
 
 // Counts are attach attempts by result.
@@ -89,15 +110,21 @@ type recorder struct {
 	crashDone    bool
 	lowest       float64
 	t99, t100    *float64
-	orphans      int
-	slots        int
-	crashed      int
-	failed       int
-	minAlive     int
-	attempts     Counts
-	bucket       int
-	series       Series
-	loads        []float64
+	// watch (clients) and tWatch: the first time after the crash that
+	// at least watch clients were attached (the planner's target; 0: not
+	// watched). Not in the report.
+	watch    int
+	tWatch   *float64
+	hb       *HandBack
+	orphans  int
+	slots    int
+	crashed  int
+	failed   int
+	minAlive int
+	attempts Counts
+	bucket   int
+	series   Series
+	loads    []float64
 }
 
 func (r *recorder) init(s *Sim) {
@@ -116,12 +143,18 @@ func (r *recorder) attached(s *Sim, d int) {
 	}
 	frac := float64(r.attachedLive) / float64(len(s.clients))
 	r.lowest = min(r.lowest, frac)
+	if r.hb != nil {
+		r.hb.LowestAttached = min(r.hb.LowestAttached, frac)
+	}
 	since := float64(s.now-r.crashAt) / 1e9
 	if r.t99 == nil && 100*r.attachedLive >= 99*len(s.clients) {
 		r.t99 = &since
 	}
 	if r.t100 == nil && r.attachedLive == len(s.clients) {
 		r.t100 = &since
+	}
+	if r.watch > 0 && r.tWatch == nil && r.attachedLive >= r.watch {
+		r.tWatch = &since
 	}
 }
 
@@ -138,6 +171,40 @@ func (r *recorder) supernodeDown(s *Sim, b int32) {
 		r.crashed++
 		r.orphans += len(sn.clients)
 	}
+}
+
+// supernodeUp counts a restarted supernode.
+func (r *recorder) supernodeUp(s *Sim, b int32) {
+	if int(b) < s.cfg.Supernodes {
+		r.aliveRegular++
+	}
+}
+
+func (r *recorder) demoted(s *Sim, on, excess int) {
+	r.hb = &HandBack{DemotedAt: float64(s.now) / 1e9, OnMegas: on, Excess: excess,
+		LowestAttached: float64(r.attachedLive) / float64(len(s.clients))}
+}
+
+func (r *recorder) drained(i, excess, k int) {
+	for len(r.hb.Steps) <= i {
+		r.hb.Steps = append(r.hb.Steps, 0)
+	}
+	r.hb.Steps[i] += k
+}
+
+// handedBack checks, every 100 ms after the demotion, whether every
+// client is attached and no ex-mega is above its regular capacity.
+func (r *recorder) handedBack(s *Sim) {
+	if r.hb == nil || r.hb.TimeToHandedBack != nil || r.attachedLive != len(s.clients) {
+		return
+	}
+	for b := s.cfg.Supernodes; b < len(s.sns); b++ {
+		if sn := &s.sns[b]; sn.alive && len(sn.clients) > sn.capacity {
+			return
+		}
+	}
+	t := float64(s.now)/1e9 - r.hb.DemotedAt
+	r.hb.TimeToHandedBack = &t
 }
 
 func (r *recorder) crashDoneAt(s *Sim) {
@@ -171,6 +238,7 @@ func (r *recorder) sample(s *Sim) {
 		r.series.AttemptsPer100 = append(r.series.AttemptsPer100, r.bucket)
 		r.bucket = 0
 	}
+	r.handedBack(s)
 	if s.now%int64(s.p.Sample) != 0 {
 		return
 	}
@@ -230,6 +298,15 @@ func (r *recorder) report(s *Sim) *Report {
 		}
 	}
 	sum.MegaPeak = slices.Max(append([]int{0}, r.series.MegaLoad...))
+	if r.hb != nil {
+		hb := *r.hb
+		hb.LowestAttached = round4(hb.LowestAttached)
+		if hb.TimeToHandedBack != nil {
+			v := round4(*hb.TimeToHandedBack)
+			hb.TimeToHandedBack = &v
+		}
+		sum.HandBack = &hb
+	}
 	sum.PeakAttempts100 = slices.Max(append([]int{0}, r.series.AttemptsPer100...))
 	return &Report{Config: s.cfg, Summary: sum, Series: r.series}
 }
@@ -243,8 +320,8 @@ func (r *Report) JSON() ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// Write writes report.json into dir (created if missing) and returns the
-// files written.
+// Write writes report.json, report.md and the plots (Plots) into dir
+// (created if missing) and returns the files written.
 func (r *Report) Write(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("sim: report: %w", err)
@@ -261,10 +338,15 @@ func (r *Report) Write(dir string) ([]string, error) {
 	if err := os.WriteFile(md, r.Markdown(), 0o644); err != nil {
 		return nil, fmt.Errorf("sim: report: %w", err)
 	}
-	return []string{p, md}, nil
+	plots, err := WritePlots(r, dir)
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{p, md}, plots...), nil
 }
 
-// Markdown is the summary as a Markdown page (no plots yet).
+// Markdown is the summary as a Markdown page, with the plots (written
+// beside it by Write) linked.
 func (r *Report) Markdown() []byte {
 	c, s := r.Config, r.Summary
 	secs := func(p *float64) string {
@@ -295,6 +377,10 @@ func (r *Report) Markdown() []byte {
 	}
 	for _, row := range rows {
 		b = fmt.Appendf(b, "| %s | %s |\n", row[0], row[1])
+	}
+	b = append(b, "\n## Plots\n"...)
+	for _, p := range Plots() {
+		b = fmt.Appendf(b, "\n%s:\n\n![%s](%s)\n", p.Caption, p.File, p.File)
 	}
 	return b
 }

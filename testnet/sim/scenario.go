@@ -36,6 +36,12 @@ type Config struct {
 	// ChurnMean: from CrashAt on, every client restarts again and again,
 	// the intervals exponential of this mean (0: no churn).
 	ChurnMean time.Duration `json:"churn_mean"`
+	// HandBackAt: with megas, the crashed supernodes restart (new
+	// processes, their old identities, empty), and once they are in the
+	// directory the operator demotes the megas, which hand their clients
+	// above their regular capacity back over Params.DrainPeriod
+	// (node/role.DrainStep: the daemon's schedule). 0: never.
+	HandBackAt time.Duration `json:"handback_at"`
 	// Duration is the simulated time.
 	Duration time.Duration `json:"duration"`
 	Params   Params        `json:"params"`
@@ -59,7 +65,7 @@ func Scenarios() []Scenario {
 			defaults: restartWave},
 		{Name: "churn", Summary: "clients leave and come back at a steady rate (each restarts every 10 minutes on average); no supernode crashes",
 			defaults: churn},
-		{Name: "recovery", Summary: "testnet.BenchmarkRecovery's network: 20 supernodes of capacity 40, 600 clients, 30% crash, 3 megas of 200 promoted at the crash",
+		{Name: "recovery", Summary: "testnet.BenchmarkRecovery's network: 20 supernodes of capacity 40, 600 clients, 30% crash, 3 megas of 200 promoted at the crash; 60 s later the crashed ones restart and the megas are demoted and hand back",
 			defaults: recovery},
 	}
 }
@@ -149,8 +155,14 @@ func recovery(c *Config) {
 	}
 	c.Capacity = max(1, int(math.Ceil(float64(c.Clients)/float64(c.Supernodes)/0.75)))
 	c.Megas, c.MegaBefore, c.MegaCapacity = 3, 1, 5*c.Capacity
-	c.CrashFraction, c.CrashAt, c.Duration = 0.3, 5*time.Second, 65*time.Second
+	// The 60 s window, then the restart of the crashed supernodes, the
+	// demotion and up to 45 s of hand-back, as the benchmark does.
+	c.CrashFraction, c.CrashAt, c.HandBackAt, c.Duration = 0.3, 5*time.Second, 65*time.Second, 110*time.Second
 	p := &c.Params
+	p.DrainPeriod = 10 * time.Second
+	// The testnet crashes a supernode with CloseAbruptlyForTest, which
+	// closes its host: the clients read the end of their sessions at once.
+	p.CrashResets = true
 	p.Keepalive, p.RetryAfter = time.Second, time.Second
 	p.Backoff = backoff.Policy{Base: 500 * time.Millisecond, Max: 4 * time.Second, MaxRetryAfter: 10 * time.Minute}
 	p.ReturnInterval, p.AnnounceInterval = 5*time.Second, 5*time.Second
@@ -176,6 +188,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sim: crash fraction must be in [0, 1], got %v", c.CrashFraction)
 	case c.Duration <= 0 || c.CrashAt < 0 || c.RestartWindow < 0 || c.ChurnMean < 0:
 		return fmt.Errorf("sim: duration must be > 0 and crash time >= 0")
+	case c.HandBackAt != 0 && (c.HandBackAt <= c.CrashAt || c.HandBackAt >= c.Duration):
+		return fmt.Errorf("sim: the hand-back (at %v) must come after the crash (%v) and before the end (%v)", c.HandBackAt, c.CrashAt, c.Duration)
 	case c.CrashAt >= c.Duration:
 		return fmt.Errorf("sim: the scenario acts at %v, not before the end (duration %v)", c.CrashAt, c.Duration)
 	case c.Duration > 24*time.Hour:

@@ -123,6 +123,11 @@ type Sim struct {
 	// decodes three peer IDs from base58 each call).
 	homes map[int32][]peer.ID
 
+	// crashedSNs are the supernodes the scenario crashed (for the
+	// hand-back's restart).
+	crashedSNs []int32
+	drainLog   []drainRec
+
 	rec      recorder
 	events   uint64
 	Progress func(Progress)
@@ -234,6 +239,9 @@ func New(cfg Config) (*Sim, error) {
 	s.at(s.p.DirectoryTick, event{k: evDirTick})
 	s.at(0, event{k: evSample})
 	s.at(cfg.CrashAt, event{k: evCrash})
+	if cfg.HandBackAt > 0 && cfg.Policy.Megas {
+		s.at(cfg.HandBackAt, event{k: evHandBack})
+	}
 	s.rec.init(s)
 	return s, nil
 }
@@ -330,12 +338,14 @@ func (s *Sim) handle(e event) {
 			s.tryReturn(e.a)
 		}
 	case evAnnounce:
-		if s.sns[e.a].alive {
+		if s.sns[e.a].alive && e.gen == s.incarnation(e.a) {
 			s.announce(e.a)
-			s.at(s.p.AnnounceInterval, event{k: evAnnounce, a: e.a})
+			s.at(s.p.AnnounceInterval, event{k: evAnnounce, a: e.a, gen: e.gen})
 		}
 	case evHealth:
-		s.health(e.a)
+		if e.gen == s.incarnation(e.a) {
+			s.health(e.a)
+		}
 	case evRelease:
 		if sn := &s.sns[e.b]; sn.alive && uint32(sn.seq>>40) == e.gen {
 			s.advance(e.b)
@@ -361,6 +371,12 @@ func (s *Sim) handle(e event) {
 		}
 	case evRestart:
 		s.restart(e.a)
+	case evHandBack:
+		s.handBack()
+	case evDemote:
+		s.demote()
+	case evDrainStep:
+		s.drainStep(e.a, int(e.gen))
 	}
 }
 
@@ -515,7 +531,7 @@ func (s *Sim) health(b int32) {
 	if !sn.alive {
 		return
 	}
-	s.at(s.p.Keepalive, event{k: evHealth, a: b})
+	s.at(s.p.Keepalive, event{k: evHealth, a: b, gen: s.incarnation(b)})
 	s.advance(b)
 	d := s.delay(b)
 	switch {
@@ -549,7 +565,11 @@ func (s *Sim) kill(b int32) {
 	sn.seq += 1 << 40 // a new incarnation: pending releases are void
 	s.rec.supernodeDown(s, b)
 	for _, i := range sn.clients {
-		s.at(s.silence-s.randDur(s.p.Keepalive), event{k: evSessionDead, a: i, b: b, gen: s.clients[i].gen})
+		d := s.silence - s.randDur(s.p.Keepalive)
+		if s.p.CrashResets && !sn.failed {
+			d = s.latency()
+		}
+		s.at(d, event{k: evSessionDead, a: i, b: b, gen: s.clients[i].gen})
 	}
 }
 
@@ -561,6 +581,7 @@ func (s *Sim) crash() {
 	order := s.rng.Perm(max(s.cfg.Supernodes-1, 0))
 	for _, k := range order[:min(n, len(order))] {
 		s.kill(int32(k + 1))
+		s.crashedSNs = append(s.crashedSNs, int32(k+1))
 	}
 	if s.cfg.Policy.Megas {
 		for b := s.cfg.Supernodes; b < len(s.sns); b++ {

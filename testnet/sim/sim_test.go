@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/node/role"
 	"github.com/overlayd/overlayd/overlay/backoff"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/ring"
@@ -266,12 +267,22 @@ func TestConfigErrors(t *testing.T) {
 func TestWriteReport(t *testing.T) {
 	dir := t.TempDir()
 	files, err := mustSim(t, "recovery", "overlayd", 0, 0, 1, 0).Run().Write(dir)
-	if err != nil || len(files) != 2 {
+	if err != nil || len(files) != 2+len(Plots()) {
 		t.Fatalf("Write = %v, %v", files, err)
 	}
 	md, err := os.ReadFile(files[1])
 	if err != nil || !bytes.Contains(md, []byte("time to 99% / 100% attached")) || !bytes.Contains(md, []byte("--policy overlayd")) {
 		t.Fatalf("report.md: %v\n%s", err, md)
+	}
+	// Every plot is a PNG of some substance, linked from report.md.
+	for i, p := range Plots() {
+		b, err := os.ReadFile(files[2+i])
+		if err != nil || len(b) < 10000 || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("%s: %d bytes, %v", p.File, len(b), err)
+		}
+		if !bytes.Contains(md, []byte("("+p.File+")")) {
+			t.Errorf("report.md does not link %s", p.File)
+		}
 	}
 }
 
@@ -336,5 +347,61 @@ func TestReturnMatchesDaemon(t *testing.T) {
 	}
 	if nonEmpty < 10 {
 		t.Fatalf("compared %d return decisions, %d with somewhere to go; want at least 10 of those", compared, nonEmpty)
+	}
+}
+
+// The hand-back divergence test: each demoted mega detaches, at step i
+// of its drain, exactly what node.drainTo would (role.DrainStep of its
+// load above the regular capacity it keeps), the steps
+// role.DrainStepInterval apart from the demotion, and the megas end at
+// their regular capacity with every client attached.
+func TestHandBackMatchesDaemon(t *testing.T) {
+	s := mustSim(t, "recovery", "overlayd", 0, 0, 2, 0)
+	rep := s.Run()
+	hb := rep.Summary.HandBack
+	if hb == nil || hb.Excess == 0 || len(s.drainLog) == 0 {
+		t.Fatalf("no hand-back to check: %+v, %d steps", hb, len(s.drainLog))
+	}
+	step := role.DrainStepInterval(s.p.DrainPeriod)
+	demoted := int64(hb.DemotedAt * 1e9)
+	for _, d := range s.drainLog {
+		if want := role.DrainStep(d.load-d.keep, d.i); d.k != want || d.keep != s.cfg.MegaBefore {
+			t.Errorf("mega %d step %d: detached %d of load %d keeping %d, want role.DrainStep = %d keeping %d", d.b, d.i, d.k, d.load, d.keep, want, s.cfg.MegaBefore)
+		}
+		if d.at != demoted+int64(d.i)*int64(step) {
+			t.Errorf("mega %d step %d at %v, want %v", d.b, d.i, time.Duration(d.at), time.Duration(demoted+int64(d.i)*int64(step)))
+		}
+	}
+	if hb.TimeToHandedBack == nil || rep.Summary.FinalAttached != 1 {
+		t.Errorf("not handed back: %+v, final attached %v", hb, rep.Summary.FinalAttached)
+	}
+	for b := s.cfg.Supernodes; b < len(s.sns); b++ {
+		if sn := &s.sns[b]; sn.mega || len(sn.clients) > sn.capacity {
+			t.Errorf("ex-mega %d: mega %v, %d clients over capacity %d", b, sn.mega, len(sn.clients), sn.capacity)
+		}
+	}
+}
+
+// A crash that resets connections (Params.CrashResets, the testnet's
+// CloseAbruptlyForTest) is noticed one hop later; a vanished host only
+// after the keepalive silence. The recovery scenario (keepalive 1 s,
+// silence 3 s) re-attaches 99% before the silence with resets, and not
+// without.
+func TestCrashResets(t *testing.T) {
+	for _, resets := range []bool{true, false} {
+		cfg, err := NewConfig("recovery", mustPolicy(t, "overlayd"), 0, 0, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Params.CrashResets = resets
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := s.Run().Summary
+		silence := (time.Duration(3) * cfg.Params.Keepalive).Seconds()
+		if sum.TimeTo99 == nil || (*sum.TimeTo99 < silence) != resets {
+			t.Errorf("resets %v: 99%% attached at %v s, silence %v s", resets, sum.TimeTo99, silence)
+		}
 	}
 }
