@@ -38,6 +38,24 @@ func tunnelEcho(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// relayedEchoPair starts a supernode of capacity 2 with its relay, a
+// private client A reserved on it that exposes an echo service to B, and a
+// client B: B can reach A only through the relay.
+func relayedEchoPair(t *testing.T) (sn, a, b *Node) {
+	t.Helper()
+	c := attachConfig(t, RoleSupernode, "")
+	c.Capacity = 2
+	sn = startNode(t, c)
+	a = startClient(t, p2pAddr(sn), WithReachability(network.ReachabilityPrivate))
+	b = startClient(t, p2pAddr(sn))
+	waitFor(t, 10*time.Second, "A reserved", func() bool { return reservedOn(a) == sn.ID() })
+	waitFor(t, 10*time.Second, "B attached", func() bool { return b.attachmentForTest() != "" })
+	if _, err := a.Tunnels().Expose("echo", tunnelEcho(t), []peer.ID{b.ID()}, false); err != nil {
+		t.Fatal(err)
+	}
+	return sn, a, b
+}
+
 // tunnelRoundTrip sends one byte through the connect listener at addr and
 // returns the error of reading the echo.
 func tunnelRoundTrip(t *testing.T, addr string) error {
@@ -57,16 +75,7 @@ func tunnelRoundTrip(t *testing.T, addr string) error {
 // peer ID only: B locates A's supernode and the tunnel goes through its
 // relay.
 func TestTunnelThroughRelay(t *testing.T) {
-	c := attachConfig(t, RoleSupernode, "")
-	c.Capacity = 2
-	sn := startNode(t, c)
-	a := startClient(t, p2pAddr(sn), WithReachability(network.ReachabilityPrivate))
-	b := startClient(t, p2pAddr(sn))
-	waitFor(t, 10*time.Second, "A reserved", func() bool { return reservedOn(a) == sn.ID() })
-	waitFor(t, 10*time.Second, "B attached", func() bool { return b.attachmentForTest() != "" })
-	if _, err := a.Tunnels().Expose("echo", tunnelEcho(t), []peer.ID{b.ID()}, false); err != nil {
-		t.Fatal(err)
-	}
+	_, a, b := relayedEchoPair(t)
 	tc, err := b.Tunnels().Connect(t.Context(), a.ID(), "echo", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -80,16 +89,7 @@ func TestTunnelThroughRelay(t *testing.T) {
 // refuses the tunnel's circuit, and the connecting side says "supernode
 // relay busy" rather than timing out.
 func TestTunnelRelayBusy(t *testing.T) {
-	c := attachConfig(t, RoleSupernode, "")
-	c.Capacity = 2
-	sn := startNode(t, c)
-	a := startClient(t, p2pAddr(sn), WithReachability(network.ReachabilityPrivate))
-	b := startClient(t, p2pAddr(sn))
-	waitFor(t, 10*time.Second, "A reserved", func() bool { return reservedOn(a) == sn.ID() })
-	waitFor(t, 10*time.Second, "B attached", func() bool { return b.attachmentForTest() != "" })
-	if _, err := a.Tunnels().Expose("echo", tunnelEcho(t), []peer.ID{b.ID()}, false); err != nil {
-		t.Fatal(err)
-	}
+	sn, a, b := relayedEchoPair(t)
 	// Fill the relay: every circuit it may hold, from strangers to A.
 	circuit := circuitTo(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
 	max := sn.relayStatus().Service.MaxCircuits
@@ -128,16 +128,7 @@ func dialCircuit(t *testing.T, h host.Host, to peer.ID, circuit []ma.Multiaddr) 
 // relay has room again, the next tunnel connection goes through at once
 // instead of failing with "dial backoff" for the backoff's 5 s.
 func TestTunnelRelayAfterRefusal(t *testing.T) {
-	c := attachConfig(t, RoleSupernode, "")
-	c.Capacity = 2
-	sn := startNode(t, c)
-	a := startClient(t, p2pAddr(sn), WithReachability(network.ReachabilityPrivate))
-	b := startClient(t, p2pAddr(sn))
-	waitFor(t, 10*time.Second, "A reserved", func() bool { return reservedOn(a) == sn.ID() })
-	waitFor(t, 10*time.Second, "B attached", func() bool { return b.attachmentForTest() != "" })
-	if _, err := a.Tunnels().Expose("echo", tunnelEcho(t), []peer.ID{b.ID()}, false); err != nil {
-		t.Fatal(err)
-	}
+	sn, a, b := relayedEchoPair(t)
 	circuit := circuitTo(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
 	var fill []host.Host
 	for range sn.relayStatus().Service.MaxCircuits {
