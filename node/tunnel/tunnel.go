@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sort"
@@ -393,9 +394,7 @@ func (m *Manager) Unexpose(name string) error {
 	delete(m.services, name)
 	var conns []*conn
 	if ok {
-		for c := range svc.conns {
-			conns = append(conns, c)
-		}
+		conns = slices.Collect(maps.Keys(svc.conns))
 	}
 	m.mu.Unlock()
 	if !ok {
@@ -455,9 +454,7 @@ func (m *Manager) Disconnect(listen string) error {
 	delete(m.connects, listen)
 	var conns []*conn
 	if ok {
-		for cn := range c.conns {
-			conns = append(conns, cn)
-		}
+		conns = slices.Collect(maps.Keys(c.conns))
 	}
 	m.mu.Unlock()
 	if !ok {
