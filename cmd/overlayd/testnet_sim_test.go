@@ -48,6 +48,35 @@ func TestTestnetSim(t *testing.T) {
 	}
 }
 
+// `overlayd testnet sim --policy all` runs every policy and compares them
+// side by side: a report per policy and one table and two charts.
+func TestTestnetSimAllPolicies(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	args := []string{"overlayd", "testnet", "sim", "--policy", "all", "--clients", "1000", "--supernodes", "10", "--duration", "2m", "--out", dir}
+	if code := run(args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "policies.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"overlayd", "2010", "no-jitter", "no-busy-alternatives", "no-megas", "no-stagger"} {
+		if !strings.Contains(string(md), "\n| "+name+" | ") {
+			t.Errorf("policies.md has no row for %s:\n%s", name, md)
+		}
+		if _, err := os.Stat(filepath.Join(dir, name, "report.json")); err != nil {
+			t.Errorf("no report for %s: %v", name, err)
+		}
+	}
+	for _, f := range []string{"policies-attached.png", "policies-alive.png"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
+			t.Errorf("%s: not a PNG (%v)", f, err)
+		}
+	}
+}
+
 // `overlayd testnet sim plan` prints the fewest megas meeting the target
 // with the margin; missing or bad flags are usage errors.
 func TestTestnetSimPlan(t *testing.T) {
@@ -73,6 +102,9 @@ func TestTestnetSimPlan(t *testing.T) {
 		append(full[:len(full):len(full)], "--seeds", "0"),
 		append(full[:len(full):len(full)], "--mega-capacity", "0"),
 		append(full[:len(full):len(full)], "extra"),
+		append(full[:len(full):len(full)], "--parallel", "0"),
+		append(full[:len(full):len(full)], "--max-memory", "lots"),
+		append(full[:len(full):len(full)], "--max-memory", "-1GiB"),
 	} {
 		var out, errb bytes.Buffer
 		if code := run(append(base[:len(base):len(base)], args...), &out, &errb); code != 2 {
@@ -89,6 +121,38 @@ func TestParseTarget(t *testing.T) {
 		f, d, err := parseTarget(in)
 		if err != nil || math.Abs(f-want.f) > 1e-12 || d != want.d {
 			t.Errorf("parseTarget(%q) = %v, %v, %v; want %v, %v", in, f, d, err, want.f, want.d)
+		}
+	}
+}
+
+// --max-memory bounds the simulations at once: fewer than --parallel
+// when they would not fit (said on stderr), none when one would not.
+func TestTestnetSimPlanMemory(t *testing.T) {
+	args := []string{"overlayd", "testnet", "sim", "plan", "--clients", "1000", "--supernodes", "10", "--capacity", "112",
+		"--target", "99%/20s", "--mega-capacity", "30", "--seeds", "1", "--parallel", "8"}
+	var out, errb bytes.Buffer
+	if code := run(append(args, "--max-memory", "150MiB"), &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(errb.String(), "2 simulation(s) at once, not 8") {
+		t.Errorf("no reduction said on stderr: %q", errb.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(append(args, "--max-memory", "10MiB"), &out, &errb); code == 0 || !strings.Contains(errb.String(), "raise --max-memory") {
+		t.Errorf("exit %d with 10MiB: %s", code, errb.String())
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"8GiB": 8 << 30, "512MiB": 512 << 20, "1.5 GiB": 3 << 29, "2GB": 2e9, "4096": 4096, "10KiB": 10240} {
+		if got, err := parseBytes(in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "GiB", "0", "-1MiB", "1e30"} {
+		if _, err := parseBytes(in); err == nil {
+			t.Errorf("parseBytes(%q): no error", in)
 		}
 	}
 }

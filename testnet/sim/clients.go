@@ -13,6 +13,74 @@ import (
 
 // The clients' side: sessions, failover passes, waits and returns home.
 
+// clientAway is what a client keeps between its failover passes (its
+// backoff, waits and alternatives), apart from simClient so that the
+// clients attached at home (most of them, most of the time) do not carry
+// it: 40 bytes fewer per client. simClient's accessors read nil when it
+// is not there; its setters make it when needed and drop it when empty.
+type clientAway struct {
+	bo   *backoff.Backoff
+	nb   map[peer.ID]time.Time
+	alts []peer.AddrInfo
+}
+
+func (c *simClient) bo() *backoff.Backoff {
+	if c.away == nil {
+		return nil
+	}
+	return c.away.bo
+}
+
+func (c *simClient) nb() map[peer.ID]time.Time {
+	if c.away == nil {
+		return nil
+	}
+	return c.away.nb
+}
+
+func (c *simClient) alts() []peer.AddrInfo {
+	if c.away == nil {
+		return nil
+	}
+	return c.away.alts
+}
+
+func (c *simClient) setBO(bo *backoff.Backoff) {
+	if c.mayAway(bo != nil) {
+		c.away.bo = bo
+		c.dropAway()
+	}
+}
+
+func (c *simClient) setNB(nb map[peer.ID]time.Time) {
+	if c.mayAway(nb != nil) {
+		c.away.nb = nb
+		c.dropAway()
+	}
+}
+
+func (c *simClient) setAlts(alts []peer.AddrInfo) {
+	if c.mayAway(alts != nil) {
+		c.away.alts = alts
+		c.dropAway()
+	}
+}
+
+// mayAway makes c.away if a value is to be set (some), and says whether
+// there is one to set it in (setting nil in none is a no-op).
+func (c *simClient) mayAway(some bool) bool {
+	if c.away == nil && some {
+		c.away = &clientAway{}
+	}
+	return c.away != nil
+}
+
+func (c *simClient) dropAway() {
+	if a := c.away; a.bo == nil && a.nb == nil && a.alts == nil {
+		c.away = nil
+	}
+}
+
 // attach makes client i a session of supernode b (its slot is taken).
 func (s *Sim) attach(i, b int32, home bool) {
 	c, sn := &s.clients[i], &s.sns[b]
@@ -25,12 +93,12 @@ func (s *Sim) attach(i, b int32, home bool) {
 		sn.peak = l
 	}
 	s.rec.attached(s, 1)
-	if c.bo != nil {
-		c.bo.Reset()
-		s.boPool = append(s.boPool, c.bo)
-		c.bo = nil
+	if bo := c.bo(); bo != nil {
+		bo.Reset()
+		s.boPool = append(s.boPool, bo)
+		c.setBO(nil)
 	}
-	c.alts = nil
+	c.setAlts(nil)
 	if !home {
 		s.at(client.NextReturnDelay(s.p.ReturnInterval, s.rng), event{k: evReturn, a: i, gen: c.gen})
 	}
@@ -62,20 +130,50 @@ func (s *Sim) sessionEnded(i int32) {
 	c := &s.clients[i]
 	b := c.sn
 	s.detach(i)
-	c.last, c.state, c.alts, c.run = b, csWaiting, nil, nil
+	c.last, c.state, c.run = b, csWaiting, nil
+	c.setAlts(nil)
 	s.at(s.stagger(client.FailoverSpread(0, s.p.Keepalive)), event{k: evPass, a: i, gen: c.gen})
 }
 
 // home is client i's home cluster on the ring (cluster.Home), memoised
-// until the ring changes.
+// until the ring changes. The memo holds supernode indices, not the
+// decoded IDs (a million clients' homes as strings were a third of the
+// heap): cluster.Size slots per client in s.homes, each the index plus 1,
+// 0 for an unused slot; a first slot of 0 is "not memoised" and
+// homeEmpty an empty home. clear(s.homes) forgets them all.
 func (s *Sim) home(i int32, id peer.ID) []peer.ID {
-	if h, ok := s.homes[i]; ok {
-		return h
+	if s.homes == nil {
+		s.homes = make([]int32, cluster.Size*len(s.clients))
 	}
-	h := cluster.Home(s.ring, []byte(id))
-	s.homes[i] = h
+	m := s.homes[cluster.Size*int(i):][:cluster.Size]
+	if m[0] == 0 {
+		h := cluster.Home(s.ring, []byte(id))
+		if len(h) == 0 {
+			m[0] = homeEmpty
+			return h
+		}
+		var idx [cluster.Size]int32
+		for k, p := range h {
+			b, ok := s.byID[p]
+			if !ok || k >= cluster.Size {
+				return h // not one of ours: not memoised
+			}
+			idx[k] = b + 1
+		}
+		copy(m, idx[:])
+	}
+	// The supernodes' own IDs: the decoded copies are garbage at once.
+	h := make([]peer.ID, 0, cluster.Size)
+	for _, b := range m {
+		if b > 0 {
+			h = append(h, s.sns[b-1].id)
+		}
+	}
 	return h
 }
+
+// homeEmpty marks a memoised empty home in s.homes.
+const homeEmpty = -1
 
 // startPass plans a failover pass with node/client's Pass, starts it,
 // and returns it.
@@ -87,9 +185,10 @@ func (s *Sim) startPass(i int32) *client.Pass {
 	if c.last >= 0 {
 		last = s.sns[c.last].id
 	}
-	p := client.NewPass(client.PassInput{Self: id, Home: home, Last: last, Alts: c.alts, Snapshot: s.snap,
-		NotBefore: c.nb, Now: s.time(), RedirectWait: s.p.AnnounceInterval, Megas: s.megaRing}, s.rng)
-	c.alts, c.last = nil, -1
+	p := client.NewPass(client.PassInput{Self: id, Home: home, Last: last, Alts: c.alts(), Snapshot: s.snap,
+		NotBefore: c.nb(), Now: s.time(), RedirectWait: s.p.AnnounceInterval, Megas: s.megaRing}, s.rng)
+	c.setAlts(nil)
+	c.last = -1
 	c.state = csPass
 	c.run = &attemptRun{pass: p, home: home}
 	s.nextAttempt(i)
@@ -115,7 +214,9 @@ func (s *Sim) nextAttempt(i int32) {
 		return
 	}
 	b, known := s.byID[ai.ID]
-	if !known {
+	if !known || b == s.ownSupernode(i) {
+		// Unknown, or its own (an auto node's client side: libp2p
+		// refuses to dial self, at once).
 		s.nextAttempt(i)
 		return
 	}
@@ -138,11 +239,12 @@ func (s *Sim) endRun(i int32) {
 		return
 	}
 	retryAfter, offered := r.pass.Finish()
-	c.nb = r.pass.NotBefore()
-	if len(c.nb) == 0 {
-		c.nb = nil
+	nb := r.pass.NotBefore()
+	if len(nb) == 0 {
+		nb = nil
 	}
-	c.alts = offered
+	c.setNB(nb)
+	c.setAlts(offered)
 	c.state = csWaiting
 	s.at(s.retryDelay(i, retryAfter), event{k: evPass, a: i, gen: c.gen})
 }
@@ -155,10 +257,10 @@ func (s *Sim) retryDelay(i int32, retryAfter time.Duration) time.Duration {
 	if !s.cfg.Policy.Jitter {
 		return backoff.Fixed(s.p.FixedRetry).Next(retryAfter)
 	}
-	if c.bo == nil {
-		c.bo = s.newBackoff()
+	if c.bo() == nil {
+		c.setBO(s.newBackoff())
 	}
-	return c.bo.Next(retryAfter)
+	return c.bo().Next(retryAfter)
 }
 
 func (s *Sim) newBackoff() *backoff.Backoff {
@@ -204,10 +306,10 @@ func (s *Sim) answer(e event) {
 			ra = s.p.RetryAfter
 		}
 		if r.returning {
-			if c.nb == nil {
-				c.nb = map[peer.ID]time.Time{}
+			if c.nb() == nil {
+				c.setNB(map[peer.ID]time.Time{})
 			}
-			c.nb[sn.id] = s.time().Add(ra)
+			c.nb()[sn.id] = s.time().Add(ra)
 		} else {
 			r.pass.Refused(sn.id, e.st == stBusy, ra, r.alts)
 		}
@@ -226,7 +328,7 @@ func (s *Sim) tryReturn(i int32) {
 		c.home = true
 		return
 	}
-	targets := client.ReturnTargets(home, cur, s.snap, c.nb, s.time())
+	targets := client.ReturnTargets(id, home, cur, s.snap, c.nb(), s.time())
 	if len(targets) == 0 {
 		s.at(client.NextReturnDelay(s.p.ReturnInterval, s.rng), event{k: evReturn, a: i, gen: c.gen})
 		return
@@ -247,12 +349,14 @@ func (s *Sim) restart(i int32) {
 	} else {
 		c.gen++
 	}
-	if c.bo != nil {
-		s.boPool = append(s.boPool, c.bo)
-		c.bo.Reset()
-		c.bo = nil
+	if bo := c.bo(); bo != nil {
+		s.boPool = append(s.boPool, bo)
+		bo.Reset()
+		c.setBO(nil)
 	}
-	c.state, c.last, c.alts, c.nb, c.run, c.home = csWaiting, -1, nil, nil, nil, false
+	c.state, c.last, c.run, c.home = csWaiting, -1, nil, false
+	c.setAlts(nil)
+	c.setNB(nil)
 	s.at(s.p.AnnounceInterval+s.stagger(s.p.Backoff.Base), event{k: evPass, a: i, gen: c.gen})
 	if s.cfg.ChurnMean > 0 {
 		s.at(s.churnWait(), event{k: evRestart, a: i})

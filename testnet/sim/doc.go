@@ -18,9 +18,12 @@
 // default and where the default comes from: the network (latency, loss),
 // each supernode's CPU as a queue fed by attach attempts, keepalives,
 // session work and announcement checks, and overload (sessions time out
-// when the queue is longer than the keepalive silence; a supernode whose
-// queueing delay stays above FailDelay for FailAfter fails). Every node
-// sees one shared directory, snapshotted every DirectoryTick.
+// when the queue is longer than the keepalive silence; a supernode without
+// an admission limit whose queueing delay stays above FailDelay for
+// FailAfter fails). For the in-process testnet (the recovery scenario)
+// every node shares one process's CPU instead (Params.ProcessCores), which
+// is what BenchmarkValidateRecovery compares with the real testnet. Every
+// node sees one shared directory, snapshotted every DirectoryTick.
 //
 // Search (plan.go) is the capacity planner behind `overlayd testnet sim
 // plan`: it searches, over the simulator's result with several seeds, the
@@ -29,6 +32,11 @@
 // Report.Write draws the figures of plot.go beside report.json. The
 // recovery scenario ends with the hand-back (handback.go): the crashed
 // supernodes restart and the demoted megas drain on node/role.DrainStep.
+// The auto-roles scenario (autoroles.go) runs --role auto: public auto
+// nodes evaluate node/role.Decide on the daemon's schedule
+// (role.EvalInterval) with the daemon's input (role.NewInput), promote
+// into supernode slots added as the run goes, and demote through the same
+// drain schedule; its test replays every evaluation through that code.
 //
 // A seed gives one history: events are ordered by time and then by the
 // order they were scheduled, every random draw comes from one PCG source
@@ -40,5 +48,5 @@
 // over, its pass and backoff; there is no goroutine per entity and events
 // are small values in one heap. A million clients and ten thousand
 // supernodes run ten simulated minutes of the skype2010 scenario in about
-// 3.5 CPU-minutes and 830 MiB (docs/BENCHMARKS.md).
+// 3.8 CPU-minutes and 560 MiB (docs/BENCHMARKS.md).
 package sim

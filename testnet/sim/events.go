@@ -19,6 +19,8 @@ const (
 	evHandBack                    // the crashed supernodes restart
 	evDemote                      // the operator demotes the megas
 	evDrainStep                   // a demoted mega hands back one step's clients
+	evRoleEval                    // an auto node evaluates its role (autoroles.go)
+	evAutoDrain                   // a demoting auto supernode hands back one step's clients
 )
 
 // event is one scheduled action. It is a small value: the heap holds

@@ -99,7 +99,8 @@ func (s *Sim) detached(i, b int32, spread time.Duration) {
 	c := &s.clients[i]
 	alts := s.alternatives(b)
 	s.detach(i)
-	c.last, c.state, c.alts, c.run = b, csWaiting, alts, nil
+	c.last, c.state, c.run = b, csWaiting, nil
+	c.setAlts(alts)
 	s.at(s.latency()+s.stagger(client.FailoverSpread(spread, s.p.Keepalive)), event{k: evPass, a: i, gen: c.gen})
 }
 

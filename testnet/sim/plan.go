@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -35,8 +36,15 @@ type PlanInput struct {
 	Seeds []uint64
 	// Params are the model's parameters (DefaultParams if zero).
 	Params Params
-	// Progress, if set, is told about every simulation run.
+	// Progress, if set, is told about every simulation run, by one
+	// goroutine at a time (with Parallel, in no set order).
 	Progress func(cfg Config, t *float64)
+	// Parallel is how many simulations run at once (0 or 1: one after
+	// another). The plan is the same whatever it is: the searches are
+	// independent, each is as it would be alone, and a candidate two of
+	// them ask for is simulated once. Each simulation takes about
+	// Memory(); Workers says how many fit.
+	Parallel int
 }
 
 // crashAt is when the planner's outage happens.
@@ -132,33 +140,114 @@ type Plan struct {
 	// Supernodes is the fewest supernodes (same capacity, no megas) that
 	// meet the target, and Less one fewer.
 	Supernodes, SupernodesLess Candidate
-	// Runs is how many simulations the search took.
+	// Runs is how many simulations the search took, as one after another
+	// (with Parallel, a seed that ran beside an earlier one that missed
+	// is not counted: the same number whatever Parallel is).
 	Runs int
 }
 
+// planner runs the searches. With in.Parallel > 1 they run in goroutines
+// of their own, and a candidate's later seeds in slots that are free, at
+// most in.Parallel simulations at a time (slots).
 type planner struct {
-	in   PlanInput
+	in    PlanInput
+	slots chan struct{} // nil: one after another
+
+	mu   sync.Mutex
 	runs int
-	memo map[[4]int]Candidate
+	memo map[[4]int]*memoCand
 }
 
-// eval simulates a candidate with every seed and keeps the worst.
+// memoCand is a candidate evaluated (or being evaluated: done is open).
+type memoCand struct {
+	done chan struct{}
+	c    Candidate
+	err  error
+}
+
+// eval simulates a candidate with every seed and keeps the worst. Each
+// candidate is simulated once: a search asking for one another search
+// is simulating waits for it. Without megas the mega size is not
+// simulated, so those candidates are one.
 func (p *planner) eval(supernodes, capacity, megas, megaCapacity int) (Candidate, error) {
 	key := [4]int{supernodes, capacity, megas, megaCapacity}
-	if c, ok := p.memo[key]; ok {
-		return c, nil
+	if megas == 0 {
+		key[3] = 1
+	}
+	p.mu.Lock()
+	m, ok := p.memo[key]
+	if !ok {
+		m = &memoCand{done: make(chan struct{})}
+		p.memo[key] = m
+	}
+	p.mu.Unlock()
+	if ok {
+		<-m.done
+	} else {
+		m.c, m.err = p.simulate(key[0], key[1], key[2], key[3])
+		close(m.done)
+	}
+	if m.err != nil {
+		return Candidate{}, m.err
+	}
+	c := m.c
+	c.MegaCapacity = megaCapacity
+	return c, nil
+}
+
+// simulate runs a candidate with every seed, in seed order until one
+// misses the horizon (the worst there is). In parallel, the seeds after
+// the one a slot was waited for also run at once if slots are free
+// then: never instead of another search's simulation, and a seed after
+// one that missed is not counted. The candidate, and the number of runs,
+// are the sequential ones.
+func (p *planner) simulate(supernodes, capacity, megas, megaCapacity int) (Candidate, error) {
+	seeds := p.in.Seeds
+	times := make([]*float64, len(seeds))
+	errs := make([]error, len(seeds))
+	run := func(k int) {
+		defer p.release()
+		cfg := p.in.Config(supernodes, capacity, megas, megaCapacity, seeds[k])
+		times[k], errs[k] = TimeToFraction(cfg, p.in.Fraction)
+		if errs[k] == nil && p.in.Progress != nil {
+			p.mu.Lock()
+			p.in.Progress(cfg, times[k])
+			p.mu.Unlock()
+		}
+	}
+	for k := 0; k < len(seeds); {
+		p.acquire()
+		n := 1
+		for k+n < len(seeds) && p.tryAcquire() {
+			n++
+		}
+		var wg sync.WaitGroup
+		for j := k + 1; j < k+n; j++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				run(j)
+			}()
+		}
+		run(k)
+		wg.Wait()
+		missed := false
+		for j := k; j < k+n; j++ {
+			missed = missed || errs[j] != nil || times[j] == nil
+		}
+		if missed {
+			break
+		}
+		k += n
 	}
 	cand := Candidate{Supernodes: supernodes, Capacity: capacity, Megas: megas, MegaCapacity: megaCapacity, Meets: true}
-	for _, seed := range p.in.Seeds {
-		cfg := p.in.Config(supernodes, capacity, megas, megaCapacity, seed)
-		t, err := TimeToFraction(cfg, p.in.Fraction)
-		if err != nil {
-			return Candidate{}, err
+	for k, t := range times {
+		if errs[k] != nil {
+			return Candidate{}, errs[k]
 		}
+		p.mu.Lock()
 		p.runs++
-		if p.in.Progress != nil {
-			p.in.Progress(cfg, t)
-		}
+		p.mu.Unlock()
 		if t == nil {
 			cand.Time, cand.Meets = nil, false
 			break // the worst there is
@@ -171,8 +260,33 @@ func (p *planner) eval(supernodes, capacity, megas, megaCapacity int) (Candidate
 	if cand.Time == nil || *cand.Time > p.in.Within.Seconds() {
 		cand.Meets = false
 	}
-	p.memo[key] = cand
 	return cand, nil
+}
+
+func (p *planner) acquire() {
+	if p.slots != nil {
+		p.slots <- struct{}{}
+	}
+}
+
+// tryAcquire takes a slot if one is free (never without slots: one
+// simulation after another).
+func (p *planner) tryAcquire() bool {
+	if p.slots == nil {
+		return false
+	}
+	select {
+	case p.slots <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (p *planner) release() {
+	if p.slots != nil {
+		<-p.slots
+	}
 }
 
 // TimeToFraction runs cfg and returns the seconds from the crash until
@@ -230,7 +344,8 @@ func search(lo, limit int, ok func(int) (Candidate, error)) (ans Candidate, foun
 
 // Search plans: for each mega size the fewest megas, then without megas
 // the capacity per supernode and the number of supernodes, that meet the
-// target; each with the candidate just below it, simulated too.
+// target; each with the candidate just below it, simulated too. The
+// searches are independent: with in.Parallel > 1 they run at once.
 func Search(in PlanInput) (*Plan, error) {
 	if err := in.Validate(); err != nil {
 		return nil, err
@@ -242,84 +357,204 @@ func Search(in PlanInput) (*Plan, error) {
 		return nil, err
 	}
 	if len(in.MegaCapacities) == 0 {
-		in.MegaCapacities = []int{5 * in.Capacity, 10 * in.Capacity, 20 * in.Capacity}
+		in.MegaCapacities = in.megaCapacities()
 	}
-	p := &planner{in: in, memo: map[[4]int]Candidate{}}
-	out := &Plan{Input: in}
-	need := in.need()
-	base, err := p.eval(in.Supernodes, in.Capacity, 0, 1)
-	if err != nil {
-		return nil, err
+	p := &planner{in: in, memo: map[[4]int]*memoCand{}}
+	if in.Parallel > 1 {
+		p.slots = make(chan struct{}, in.Parallel)
 	}
-	out.Baseline = base
-
-	// Megas of each size: at least the slots the survivors lack.
-	short := need - in.survivors(in.Supernodes)*in.Capacity
-	for _, mc := range in.MegaCapacities {
-		lo := 0
-		if short > 0 {
-			lo = (short + mc - 1) / mc
-		}
-		// Beyond megas that could hold every client twice, more do not
-		// help.
-		limit := min(1<<16-in.Supernodes, max(lo, (2*in.Clients+mc-1)/mc)+1)
-		if lo > limit {
-			out.Megas = append(out.Megas, MegaPlan{MegaCapacity: mc})
-			continue
-		}
-		ans, found, err := search(lo, limit, func(n int) (Candidate, error) { return p.eval(in.Supernodes, in.Capacity, n, mc) })
-		if err != nil {
-			return nil, err
-		}
-		mp := MegaPlan{MegaCapacity: mc, Answer: ans, Found: found} // not found: Answer is the largest tried
-		if found && ans.Megas > 0 {
-			f, err := p.eval(in.Supernodes, in.Capacity, ans.Megas-1, mc)
-			if err != nil {
-				return nil, err
+	out := &Plan{Input: in, Megas: make([]MegaPlan, len(in.MegaCapacities))}
+	// Each search writes its own part of out and its own error.
+	searches := []func() error{func() (err error) {
+		out.Baseline, err = p.eval(in.Supernodes, in.Capacity, 0, 1)
+		return err
+	}}
+	for k, mc := range in.MegaCapacities {
+		searches = append(searches, func() (err error) {
+			out.Megas[k], err = p.searchMegas(mc)
+			return err
+		})
+	}
+	searches = append(searches, func() error { return p.searchCapacity(out) }, func() error { return p.searchSupernodes(out) })
+	errs := make([]error, len(searches))
+	if p.slots == nil {
+		for k, f := range searches {
+			if errs[k] = f(); errs[k] != nil {
+				break
 			}
-			mp.Fewer = &f
 		}
-		out.Megas = append(out.Megas, mp)
-	}
-
-	// Headroom, no megas: capacity per supernode.
-	surv := in.survivors(in.Supernodes)
-	lo := max(in.Capacity, (need+surv-1)/max(surv, 1))
-	ans, found, err := search(lo, 4*lo+16, func(c int) (Candidate, error) { return p.eval(in.Supernodes, c, 0, 1) })
-	if err != nil {
-		return nil, err
-	}
-	if !found {
-		out.CapacityLess = ans // the largest tried
 	} else {
-		out.Capacity = ans
-	}
-	if found && ans.Capacity > 1 {
-		if out.CapacityLess, err = p.eval(in.Supernodes, ans.Capacity-1, 0, 1); err != nil {
-			return nil, err
+		var wg sync.WaitGroup
+		for k, f := range searches {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[k] = f()
+			}()
 		}
+		wg.Wait()
 	}
-	// Headroom, no megas: the number of supernodes.
-	lo = in.Supernodes
-	for lo < 1<<16 && in.survivors(lo)*in.Capacity < need {
-		lo++
-	}
-	ans, found, err = search(lo, min(1<<16, 4*lo+16), func(n int) (Candidate, error) { return p.eval(n, in.Capacity, 0, 1) })
-	if err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
-	}
-	if !found {
-		out.SupernodesLess = ans // the largest tried
-	} else {
-		out.Supernodes = ans
-	}
-	if found && ans.Supernodes > 2 {
-		if out.SupernodesLess, err = p.eval(ans.Supernodes-1, in.Capacity, 0, 1); err != nil {
-			return nil, err
-		}
 	}
 	out.Runs = p.runs
 	return out, nil
+}
+
+// The memory of one simulation, resident at its peak, with the Go
+// collector's default GOGC=100 (the heap grows to twice what is live
+// before it collects). Measured with /usr/bin/time -v, skype2010, policy
+// overlayd, 10 simulated minutes, 100 clients per supernode: 200,000
+// clients peak at 143 MiB, 1,000,000 at 558 MiB, 2,000,000 at 1,243 MiB.
+// The bytes per client grow with the supernodes (a failover pass in
+// flight holds a plan over the directory's entries), hence the term in
+// clients × nodes. The estimate is 25 to 35% above those runs: a
+// planner that runs out of memory loses the whole plan.
+const (
+	simMemoryBase      = 64 << 20
+	simMemoryPerClient = 550
+	simMemoryPerNode   = 8 << 10
+	// simMemoryPerPair is 1/simMemoryPerPair bytes per client per node.
+	simMemoryPerPair = 128
+)
+
+// SimMemory estimates the memory one simulation of clients on nodes
+// supernodes (megas included) takes at its peak, in bytes.
+func SimMemory(clients, nodes int) int64 {
+	c, n := int64(clients), int64(nodes)
+	return simMemoryBase + simMemoryPerClient*c + simMemoryPerNode*n + c*n/simMemoryPerPair
+}
+
+// Memory estimates the memory the largest of the plan's simulations
+// takes at its peak: every simulation has the clients, and the searches
+// add supernodes or megas up to their bounds.
+func (in PlanInput) Memory() int64 {
+	nodes := in.Supernodes
+	if _, limit := in.supernodeBounds(); limit > nodes {
+		nodes = limit
+	}
+	mcs := in.MegaCapacities
+	if len(mcs) == 0 {
+		mcs = in.megaCapacities()
+	}
+	for _, mc := range mcs {
+		if _, limit := in.megaBounds(max(mc, 1)); in.Supernodes+limit > nodes {
+			nodes = in.Supernodes + limit
+		}
+	}
+	return SimMemory(in.Clients, nodes)
+}
+
+// Workers is how many simulations the plan can run at once within
+// maxMemory bytes: want, or fewer if maxMemory cannot hold that many
+// (each takes about Memory()). It is an error if maxMemory cannot hold
+// one.
+func (in PlanInput) Workers(want int, maxMemory int64) (int, error) {
+	if want < 1 {
+		return 0, fmt.Errorf("plan: parallel must be >= 1, got %d", want)
+	}
+	per := in.Memory()
+	fit := maxMemory / per
+	if fit < 1 {
+		return 0, fmt.Errorf("plan: one simulation of %s clients takes about %s, more than the memory allowed (%s)",
+			thousands(in.Clients), Bytes(per), Bytes(maxMemory))
+	}
+	return int(min(int64(want), fit)), nil
+}
+
+// Bytes writes n in MiB, or GiB from 1 GiB up.
+func Bytes(n int64) string {
+	if n >= 1<<30 {
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 1, 64) + " GiB"
+	}
+	return strconv.FormatInt((n+1<<20-1)>>20, 10) + " MiB"
+}
+
+// megaCapacities are the mega sizes planned for by default.
+func (in PlanInput) megaCapacities() []int {
+	return []int{5 * in.Capacity, 10 * in.Capacity, 20 * in.Capacity}
+}
+
+// megaBounds are the fewest megas of capacity mc to try (at least the
+// slots the survivors lack) and the most (beyond megas that could hold
+// every client twice, more do not help).
+func (in PlanInput) megaBounds(mc int) (lo, limit int) {
+	if short := in.need() - in.survivors(in.Supernodes)*in.Capacity; short > 0 {
+		lo = (short + mc - 1) / mc
+	}
+	return lo, min(1<<16-in.Supernodes, max(lo, (2*in.Clients+mc-1)/mc)+1)
+}
+
+// supernodeBounds are the fewest supernodes to try (enough survivors for
+// the target) and the most.
+func (in PlanInput) supernodeBounds() (lo, limit int) {
+	lo = in.Supernodes
+	for lo < 1<<16 && in.survivors(lo)*in.Capacity < in.need() {
+		lo++
+	}
+	return lo, min(1<<16, 4*lo+16)
+}
+
+// searchMegas is the fewest megas of capacity mc.
+func (p *planner) searchMegas(mc int) (MegaPlan, error) {
+	in := p.in
+	lo, limit := in.megaBounds(mc)
+	if lo > limit {
+		return MegaPlan{MegaCapacity: mc}, nil
+	}
+	ans, found, err := search(lo, limit, func(n int) (Candidate, error) { return p.eval(in.Supernodes, in.Capacity, n, mc) })
+	if err != nil {
+		return MegaPlan{}, err
+	}
+	mp := MegaPlan{MegaCapacity: mc, Answer: ans, Found: found} // not found: Answer is the largest tried
+	if found && ans.Megas > 0 {
+		f, err := p.eval(in.Supernodes, in.Capacity, ans.Megas-1, mc)
+		if err != nil {
+			return MegaPlan{}, err
+		}
+		mp.Fewer = &f
+	}
+	return mp, nil
+}
+
+// searchCapacity is the headroom without megas: the capacity per
+// supernode.
+func (p *planner) searchCapacity(out *Plan) error {
+	in := p.in
+	surv := in.survivors(in.Supernodes)
+	lo := max(in.Capacity, (in.need()+surv-1)/max(surv, 1))
+	var err error
+	out.Capacity, out.CapacityLess, err = searchHeadroom(lo, 4*lo+16, 1,
+		func(c int) (Candidate, error) { return p.eval(in.Supernodes, c, 0, 1) },
+		func(c Candidate) int { return c.Capacity })
+	return err
+}
+
+// searchSupernodes is the headroom without megas: the number of
+// supernodes.
+func (p *planner) searchSupernodes(out *Plan) error {
+	in := p.in
+	lo, limit := in.supernodeBounds()
+	var err error
+	out.Supernodes, out.SupernodesLess, err = searchHeadroom(lo, limit, 2,
+		func(n int) (Candidate, error) { return p.eval(n, in.Capacity, 0, 1) },
+		func(c Candidate) int { return c.Supernodes })
+	return err
+}
+
+// searchHeadroom finds the least x in [lo, limit] (x of a candidate is
+// at(candidate)) whose candidate meets the target, and the candidate of
+// x-1 as its margin when x-1 >= floor. Without an answer it returns a
+// zero answer and the largest candidate tried as the margin.
+func searchHeadroom(lo, limit, floor int, eval func(int) (Candidate, error), at func(Candidate) int) (ans, less Candidate, err error) {
+	ans, found, err := search(lo, limit, eval)
+	if err != nil || !found {
+		return Candidate{}, ans, err
+	}
+	if x := at(ans); x-1 >= floor {
+		less, err = eval(x - 1)
+	}
+	return ans, less, err
 }
 
 // Best is the mega plan with the fewest mega slots in all (then the

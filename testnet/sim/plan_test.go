@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +96,63 @@ func TestThousands(t *testing.T) {
 		if got := thousands(n); got != want {
 			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// The planner in parallel gives the sequential plan: the same candidates
+// simulated (the same count of runs), the same answers, in the same
+// order. Run it with -race.
+func TestPlanParallelIsSequential(t *testing.T) {
+	in := smallPlanInput()
+	in.Seeds = []uint64{1, 2, 3}
+	seqRuns := 0
+	in.Progress = func(Config, *float64) { seqRuns++ }
+	seq, err := Search(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{2, 5, 16} { // 16: more slots than searches, so seeds run at once
+		in.Parallel = n
+		runs := 0 // Progress is called by one goroutine at a time
+		in.Progress = func(Config, *float64) { runs++ }
+		par, err := Search(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runs < par.Runs {
+			t.Errorf("parallel %d: Progress told of %d runs, the plan counts %d", n, runs, par.Runs)
+		}
+		par.Input.Parallel, par.Input.Progress, seq.Input.Progress = 0, nil, nil
+		if !reflect.DeepEqual(seq, par) {
+			t.Errorf("parallel %d: the plan differs from the sequential one:\n%s\nsequential:\n%s", n, par.Text(), seq.Text())
+		}
+	}
+	if seqRuns != seq.Runs {
+		t.Errorf("sequential: Progress told of %d runs, the plan counts %d", seqRuns, seq.Runs)
+	}
+}
+
+// Workers fits the simulations at once into the memory allowed, and
+// refuses when one does not fit.
+func TestPlanWorkers(t *testing.T) {
+	in := PlanInput{Clients: 1000000, Supernodes: 10000, Capacity: 112, Loss: 0.3, Fraction: 0.99, Within: time.Minute, Seeds: []uint64{1}}
+	per := in.Memory()
+	if per < 600<<20 || per > 2<<30 {
+		t.Fatalf("a simulation of 1M clients estimated at %s", Bytes(per))
+	}
+	for _, c := range []struct {
+		want int
+		mem  int64
+		got  int
+	}{{4, 100 * per, 4}, {4, 2*per + 1, 2}, {4, per, 1}, {1, 100 * per, 1}} {
+		if got, err := in.Workers(c.want, c.mem); err != nil || got != c.got {
+			t.Errorf("Workers(%d, %s) = %d, %v; want %d", c.want, Bytes(c.mem), got, err, c.got)
+		}
+	}
+	if _, err := in.Workers(2, per-1); err == nil || !strings.Contains(err.Error(), "1,000,000 clients") {
+		t.Errorf("Workers with less than one simulation's memory: %v", err)
+	}
+	if _, err := in.Workers(0, 100*per); err == nil {
+		t.Error("Workers(0): no error")
 	}
 }

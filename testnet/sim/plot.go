@@ -35,7 +35,7 @@ type Plot struct {
 func Plots() []Plot {
 	return []Plot{
 		{"attached.png", "fraction of the clients attached to a live supernode", plotAttachedFraction},
-		{"alive.png", "regular supernodes and megas alive", plotAlive},
+		{"alive.png", "regular supernodes and megas alive (and the auto tier, in the auto-roles scenario)", plotAlive},
 		{"load.png", "regular supernodes' load / capacity over time: min–max band, median and 90th percentile; capacity at 1", plotLoadBands},
 		{"attempts.png", "attach attempts per 100 ms (outcomes reaching their client)", plotAttempts},
 		{"megas.png", "clients on the megas, all together, against their capacity", plotMegas},
@@ -165,9 +165,21 @@ func plotAlive(r *Report) (*plot.Plot, error) {
 	s := r.Series
 	p := newPlot(r, "alive supernodes", "supernodes alive")
 	ymax := float64(r.Config.Supernodes+r.Config.Megas) * 1.05
+	for i := range s.AutoServing {
+		ymax = max(ymax, float64(s.AliveRegular[i]+s.AutoServing[i])*1.3) // room for the legend
+	}
 	p.Y.Min, p.Y.Max = 0, ymax
 	if err := addLine(p, "regular", series(s.T, func(i int) float64 { return float64(s.AliveRegular[i]) }), lineStyle(colBlue, 1.5)); err != nil {
 		return nil, err
+	}
+	if len(s.AutoServing) > 0 {
+		// The auto-roles scenario: the promoted tier, and all together.
+		if err := addLine(p, "auto (promoted)", series(s.T, func(i int) float64 { return float64(s.AutoServing[i]) }), lineStyle(colGreen, 1.5)); err != nil {
+			return nil, err
+		}
+		if err := addLine(p, "regular + auto", series(s.T, func(i int) float64 { return float64(s.AliveRegular[i] + s.AutoServing[i]) }), lineStyle(colGrey, 1.2)); err != nil {
+			return nil, err
+		}
 	}
 	if r.Config.Megas > 0 {
 		if err := addLine(p, "megas", series(s.T, func(i int) float64 { return float64(s.AliveMegas[i]) }), lineStyle(colOrange, 1.5)); err != nil {

@@ -53,6 +53,8 @@ type Summary struct {
 	Events          uint64 `json:"events"`
 	// HandBack is the hand-back after the restart (Config.HandBackAt).
 	HandBack *HandBack `json:"handback,omitempty"`
+	// Auto is the auto tier (the auto-roles scenario).
+	Auto *AutoSummary `json:"auto_roles,omitempty"`
 }
 
 // HandBack is what the megas' demotion came to.
@@ -100,6 +102,11 @@ type Series struct {
 	MegaLoad       []int     `json:"mega_load"`
 	MegaCapacity   int       `json:"mega_capacity"`
 	AttemptsPer100 []int     `json:"attempts_per_100ms"`
+	// AutoServing are the serving auto supernodes (the auto-roles
+	// scenario), AutoPromotions and AutoDemotions the role changes so far.
+	AutoServing    []int `json:"auto_serving,omitempty"`
+	AutoPromotions []int `json:"auto_promotions,omitempty"`
+	AutoDemotions  []int `json:"auto_demotions,omitempty"`
 }
 
 // recorder collects the report as the run goes.
@@ -250,8 +257,8 @@ func (r *recorder) sample(s *Sim) {
 	for b := range s.sns {
 		sn := &s.sns[b]
 		switch {
-		case !sn.alive:
-		case b >= s.cfg.Supernodes:
+		case !sn.alive, sn.draining:
+		case b >= s.cfg.Supernodes && !sn.auto:
 			if sn.mega {
 				megas++
 				megaLoad += len(sn.clients)
@@ -308,6 +315,7 @@ func (r *recorder) report(s *Sim) *Report {
 		sum.HandBack = &hb
 	}
 	sum.PeakAttempts100 = slices.Max(append([]int{0}, r.series.AttemptsPer100...))
+	sum.Auto = s.autoSummary()
 	return &Report{Config: s.cfg, Summary: sum, Series: r.series}
 }
 
@@ -374,6 +382,14 @@ func (r *Report) Markdown() []byte {
 		{"attempts: accept / busy / error", fmt.Sprintf("%d / %d / %d", s.Attempts.Accept, s.Attempts.Busy, s.Attempts.Error)},
 		{"peak attempts per 100 ms", fmt.Sprint(s.PeakAttempts100)},
 		{"events", fmt.Sprint(s.Events)},
+	}
+	if a := s.Auto; a != nil {
+		rows = append(rows,
+			[2]string{"auto nodes that can promote", fmt.Sprint(a.Nodes)},
+			[2]string{"auto promotions / demotions", fmt.Sprintf("%d / %d", a.Promotions, a.Demotions)},
+			[2]string{"auto supernodes: at the crash / crashed / most / end", fmt.Sprintf("%d / %d / %d / %d", a.ServingAtCrash, a.Crashed, a.ServingPeak, a.ServingEnd)},
+			[2]string{"formed (99% attached before the crash)", secs(a.FormedAt)},
+			[2]string{"auto supernodes: peak load / capacity; ever above capacity", fmt.Sprintf("%.2f; %d", a.PeakLoad, a.AboveCapacity)})
 	}
 	for _, row := range rows {
 		b = fmt.Appendf(b, "| %s | %s |\n", row[0], row[1])

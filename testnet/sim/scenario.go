@@ -45,6 +45,9 @@ type Config struct {
 	// Duration is the simulated time.
 	Duration time.Duration `json:"duration"`
 	Params   Params        `json:"params"`
+	// Auto is the --role auto population (the auto-roles scenario; nil:
+	// none).
+	Auto *AutoRoles `json:"auto_roles,omitempty"`
 }
 
 // Scenario is a named network and schedule.
@@ -67,6 +70,8 @@ func Scenarios() []Scenario {
 			defaults: churn},
 		{Name: "recovery", Summary: "testnet.BenchmarkRecovery's network: 20 supernodes of capacity 40, 600 clients, 30% crash, 3 megas of 200 promoted at the crash; 60 s later the crashed ones restart and the megas are demoted and hand back",
 			defaults: recovery},
+		{Name: "auto-roles", Summary: "supernodes promoted by --role auto: 5% of the clients are public auto nodes, the network forms from a few pinned supernodes (one per 2,000 clients, at least 3); at 20 minutes 30% of the supernodes crash and the auto tier re-forms",
+			defaults: autoRoles},
 	}
 }
 
@@ -168,6 +173,17 @@ func recovery(c *Config) {
 	p.ReturnInterval, p.AnnounceInterval = 5*time.Second, 5*time.Second
 	// Loopback in one busy process. Guess: 0.2 ms to 1 ms per hop.
 	p.LatencyMin, p.LatencyMean, p.DeadDial = 200*time.Microsecond, time.Millisecond, 2*time.Millisecond
+	// Every node in one process of 2 cores (GOMAXPROCS on this machine).
+	// Measured, see docs/BENCHMARKS.md "Validation against the real
+	// testnet": the process's steady state and the crash's own work are
+	// the medians of six real runs of BenchmarkValidateRecovery (from the
+	// process's CPU, not from their times); an attempt on a fresh
+	// loopback connection, both halves, and a refused dial by
+	// testnet.BenchmarkCostAttach (`go test -run '^$' -bench
+	// BenchmarkCostAttach ./testnet`).
+	p.ProcessCores, p.ProcessBackground, p.CrashCPU = 2, 1.12, 191*time.Millisecond
+	p.DialCPU, p.AttemptCPU, p.AcceptCPU = 1650*time.Microsecond, 1000*time.Microsecond, 200*time.Microsecond
+	p.DeadDialCPU = 78 * time.Microsecond
 	p.Sample = 200 * time.Millisecond
 }
 
@@ -194,6 +210,11 @@ func (c Config) Validate() error {
 		return fmt.Errorf("sim: the scenario acts at %v, not before the end (duration %v)", c.CrashAt, c.Duration)
 	case c.Duration > 24*time.Hour:
 		return fmt.Errorf("sim: duration at most 24h, got %v", c.Duration)
+	}
+	if c.Auto != nil {
+		if err := validateAuto(c); err != nil {
+			return err
+		}
 	}
 	return c.Params.Validate()
 }

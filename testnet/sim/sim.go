@@ -48,9 +48,7 @@ type simClient struct {
 	state clientState
 	home  bool
 	// The rest is nil while the client is attached at home.
-	bo   *backoff.Backoff
-	nb   map[peer.ID]time.Time
-	alts []peer.AddrInfo
+	away *clientAway
 	run  *attemptRun
 }
 
@@ -85,6 +83,9 @@ type simSupernode struct {
 	dropping  bool
 	failed    bool // by overload (not by the scenario)
 	peak      int
+	// auto: an auto node's supernode (autoroles.go); draining: it is
+	// demoting.
+	auto, draining bool
 }
 
 // Sim is one simulation. It is single-threaded: Run processes events in
@@ -114,19 +115,30 @@ type Sim struct {
 	candSpare []int
 	candIdx   map[peer.ID]int
 
+	// proc is the one process's CPU (Params.ProcessCores > 0): the
+	// attempts' work in order (backlog) and the crash's work (crash),
+	// seconds of CPU waiting at upd.
+	proc struct {
+		backlog, crash float64
+		upd            int64
+	}
+
 	perClient  float64 // CPU seconds per second per attached client
 	verifyRate float64 // CPU seconds per second of announcement checks
 	silence    time.Duration
 
 	boPool []*backoff.Backoff
 	// homes memoises cluster.Home per client for the current ring (it
-	// decodes three peer IDs from base58 each call).
-	homes map[int32][]peer.ID
+	// decodes three peer IDs from base58 each call): see home.
+	homes []int32
 
 	// crashedSNs are the supernodes the scenario crashed (for the
 	// hand-back's restart).
 	crashedSNs []int32
 	drainLog   []drainRec
+
+	// auto is the auto-roles scenario's state (nil without Config.Auto).
+	auto *autoState
 
 	rec      recorder
 	events   uint64
@@ -156,7 +168,6 @@ func New(cfg Config) (*Sim, error) {
 		p:          cfg.Params,
 		src:        rand.NewPCG(cfg.Seed, cfg.Seed^0x73696d),
 		byID:       make(map[peer.ID]int32, cfg.Supernodes+cfg.Megas),
-		homes:      map[int32][]peer.ID{},
 		ringPolicy: cluster.DefaultPolicy(cfg.Params.AnnounceInterval, true),
 		silence:    time.Duration(protocol.MissedKeepalives) * cfg.Params.Keepalive,
 	}
@@ -241,6 +252,9 @@ func New(cfg Config) (*Sim, error) {
 	s.at(cfg.CrashAt, event{k: evCrash})
 	if cfg.HandBackAt > 0 && cfg.Policy.Megas {
 		s.at(cfg.HandBackAt, event{k: evHandBack})
+	}
+	if cfg.Auto != nil {
+		s.initAuto()
 	}
 	s.rec.init(s)
 	return s, nil
@@ -356,6 +370,7 @@ func (s *Sim) handle(e event) {
 		s.at(s.p.DirectoryTick, event{k: evDirTick})
 	case evSample:
 		s.rec.sample(s)
+		s.autoSample()
 		s.at(100*time.Millisecond, event{k: evSample})
 	case evCrash:
 		s.crash()
@@ -377,6 +392,10 @@ func (s *Sim) handle(e event) {
 		s.demote()
 	case evDrainStep:
 		s.drainStep(e.a, int(e.gen))
+	case evRoleEval:
+		s.roleEval(e.a, e.gen)
+	case evAutoDrain:
+		s.autoDrain(e.a, int(e.gen))
 	}
 }
 
@@ -461,8 +480,13 @@ func (s *Sim) announce(b int32) {
 }
 
 // advance brings supernode b's CPU queue to now: its clients' steady work
-// and the announcement checks arrive, Cores serve.
+// and the announcement checks arrive, Cores serve. In one process, see
+// advanceProcess.
 func (s *Sim) advance(b int32) {
+	if s.p.ProcessCores > 0 {
+		s.advanceProcess()
+		return
+	}
 	sn := &s.sns[b]
 	dt := float64(s.now-sn.upd) / 1e9
 	sn.upd = s.now
@@ -473,9 +497,63 @@ func (s *Sim) advance(b int32) {
 	sn.backlog = max(0, sn.backlog+(rate-sn.cores)*dt)
 }
 
+// advanceProcess brings the one process's CPU to now. What its steady
+// state leaves free (ProcessCores - ProcessBackground) serves the
+// attempts in order and, beside them, the crash's work: the two share it
+// equally while both wait (Go's scheduler runs the goroutines of both in
+// turn; the crash's reaction does not all come before the attempts), and
+// one takes all of it when the other has none.
+func (s *Sim) advanceProcess() {
+	dt := float64(s.now-s.proc.upd) / 1e9
+	s.proc.upd = s.now
+	free := s.p.ProcessCores - s.p.ProcessBackground
+	for dt > 0 && (s.proc.backlog > 0 || s.proc.crash > 0) {
+		if s.proc.backlog > 0 && s.proc.crash > 0 {
+			// Both at free/2 until the smaller is done.
+			t := min(s.proc.backlog, s.proc.crash) / (free / 2)
+			if dt < t {
+				s.proc.backlog -= dt * free / 2
+				s.proc.crash -= dt * free / 2
+				return
+			}
+			m := min(s.proc.backlog, s.proc.crash)
+			s.proc.backlog -= m
+			s.proc.crash -= m
+			dt -= t
+			continue
+		}
+		s.proc.backlog = max(0, s.proc.backlog-dt*free)
+		s.proc.crash = max(0, s.proc.crash-dt*free)
+		return
+	}
+}
+
+// processFinish is when work w arriving now would be done, in seconds:
+// the attempts ahead of it and w at free/2 while crash work remains,
+// then at free.
+func (s *Sim) processFinish(w float64) float64 {
+	a := s.proc.backlog + w
+	return (a + min(a, s.proc.crash)) / (s.p.ProcessCores - s.p.ProcessBackground)
+}
+
 // delay is the queueing delay of work arriving at b now.
 func (s *Sim) delay(b int32) time.Duration {
+	if s.p.ProcessCores > 0 {
+		return time.Duration(s.processFinish(0) * 1e9)
+	}
 	return time.Duration(s.sns[b].backlog / s.sns[b].cores * 1e9)
+}
+
+// work queues cost at b's CPU (b's own, or the one process's) and returns
+// how long serving it takes once its turn comes.
+func (s *Sim) work(b int32, cost time.Duration) time.Duration {
+	if s.p.ProcessCores > 0 {
+		d := s.processFinish(cost.Seconds()) - s.processFinish(0)
+		s.proc.backlog += cost.Seconds()
+		return time.Duration(d * 1e9)
+	}
+	s.sns[b].backlog += cost.Seconds()
+	return time.Duration(float64(cost) / s.sns[b].cores)
 }
 
 // arrive: an attach request reaches supernode b. Its work is queued
@@ -487,13 +565,24 @@ func (s *Sim) arrive(e event) {
 	waiting := c.gen == e.gen && c.run != nil && c.run.cur == e.b
 	if !sn.alive {
 		if waiting {
-			s.at(max(s.p.DeadDial-time.Duration(s.now-c.run.t0), 0), event{k: evAnswer, a: e.a, b: e.b, st: stError, gen: e.gen})
+			d := max(s.p.DeadDial-time.Duration(s.now-c.run.t0), 0)
+			if s.p.ProcessCores > 0 {
+				// The refused dial is the client's work, in the
+				// process's queue.
+				s.advance(e.b)
+				q := s.delay(e.b)
+				d = max(d, q+s.work(e.b, s.p.DeadDialCPU))
+			}
+			s.at(d, event{k: evAnswer, a: e.a, b: e.b, st: stError, gen: e.gen})
 		}
 		return
 	}
 	s.advance(e.b)
 	q := s.delay(e.b)
 	cost := s.p.AttemptCPU
+	if s.p.ProcessCores > 0 {
+		cost += s.p.DialCPU // the client's half, in the same process
+	}
 	st := stBusy
 	if sn.sem.TryAcquire() {
 		st = stAccept
@@ -502,9 +591,9 @@ func (s *Sim) arrive(e event) {
 			sn.peak = l
 		}
 	}
-	sn.backlog += cost.Seconds()
+	serve := s.work(e.b, cost)
 	s.rec.served(st)
-	answerAt := s.now + int64(q) + int64(float64(cost)/sn.cores) + int64(s.latency())
+	answerAt := s.now + int64(q) + int64(serve) + int64(s.latency())
 	if waiting && st == stBusy {
 		c.run.alts = s.alternatives(e.b)
 	}
@@ -525,7 +614,7 @@ func (s *Sim) arrive(e event) {
 
 // health is supernode b's overload check, every keepalive interval: a
 // queueing delay above the keepalive silence times its sessions out; one
-// above FailDelay for FailAfter makes it fail.
+// above FailDelay for FailAfter makes one without an admission limit fail.
 func (s *Sim) health(b int32) {
 	sn := &s.sns[b]
 	if !sn.alive {
@@ -539,7 +628,9 @@ func (s *Sim) health(b int32) {
 		sn.overSince = -1
 	case sn.overSince < 0:
 		sn.overSince = s.now
-	case time.Duration(s.now-sn.overSince) >= s.p.FailAfter:
+	case time.Duration(s.now-sn.overSince) >= s.p.FailAfter && !s.cfg.Policy.Admission:
+		// Only the 2010 software fails: overlayd's supernode, overloaded,
+		// answers late and loses sessions but stays up (Params.FailDelay).
 		sn.failed = true
 		s.kill(b)
 		return
@@ -580,20 +671,32 @@ func (s *Sim) crash() {
 	n := int(math.Round(s.cfg.CrashFraction * float64(s.cfg.Supernodes)))
 	order := s.rng.Perm(max(s.cfg.Supernodes-1, 0))
 	for _, k := range order[:min(n, len(order))] {
+		if !s.sns[k+1].alive {
+			continue // failed by overload before the crash (auto-roles under 2010)
+		}
 		s.kill(int32(k + 1))
 		s.crashedSNs = append(s.crashedSNs, int32(k+1))
-	}
-	if s.cfg.Policy.Megas {
-		for b := s.cfg.Supernodes; b < len(s.sns); b++ {
-			sn := &s.sns[b]
-			if !sn.alive {
-				continue
-			}
-			s.advance(int32(b))
-			sn.mega, sn.capacity = true, s.cfg.MegaCapacity
-			_ = sn.sem.SetMax(sn.capacity)
-			s.announce(int32(b))
+		if s.p.ProcessCores > 0 {
+			s.proc.crash += s.p.CrashCPU.Seconds()
 		}
 	}
+	if s.cfg.Policy.Megas {
+		s.promote()
+	}
+	s.crashAuto()
 	s.rec.crashDoneAt(s)
+}
+
+// promote: the operator's promotion of the megas reaches the directory.
+func (s *Sim) promote() {
+	for b := s.cfg.Supernodes; b < len(s.sns); b++ {
+		sn := &s.sns[b]
+		if !sn.alive || sn.auto { // auto supernodes are not the operator's megas
+			continue
+		}
+		s.advance(int32(b))
+		sn.mega, sn.capacity = true, s.cfg.MegaCapacity
+		_ = sn.sem.SetMax(sn.capacity)
+		s.announce(int32(b))
+	}
 }

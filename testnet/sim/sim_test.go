@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -117,11 +118,11 @@ func TestPlanMatchesDaemon(t *testing.T) {
 			last = s.sns[c.last].id
 		}
 		nb := map[peer.ID]time.Time{}
-		for k, v := range c.nb {
+		for k, v := range c.nb() {
 			nb[k] = v
 		}
 		want := client.NewPass(client.PassInput{Self: id, Home: cluster.Home(r, []byte(id)), Last: last,
-			Alts: slices.Clone(c.alts), Snapshot: s.snap, NotBefore: nb, Now: s.time(),
+			Alts: slices.Clone(c.alts()), Snapshot: s.snap, NotBefore: nb, Now: s.time(),
 			RedirectWait: s.p.AnnounceInterval}, cloneRand(t, s)).Candidates()
 		got := s.startPass(int32(i)).Candidates()
 		if !slices.Equal(ids(got), ids(want)) {
@@ -135,13 +136,13 @@ func TestPlanMatchesDaemon(t *testing.T) {
 		s.RunUntil(step)
 		for i := range s.clients {
 			c := &s.clients[i]
-			if c.state != csWaiting || (c.last < 0 && len(c.alts) == 0 && len(c.nb) == 0) {
+			if c.state != csWaiting || (c.last < 0 && len(c.alts()) == 0 && len(c.nb()) == 0) {
 				continue
 			}
 			if c.last >= 0 {
 				afterDeath++
 			}
-			if len(c.alts) > 0 || len(c.nb) > 0 {
+			if len(c.alts()) > 0 || len(c.nb()) > 0 {
 				afterPass++
 			}
 			compare(i)
@@ -159,8 +160,8 @@ func TestPlanMatchesDaemon(t *testing.T) {
 		n++
 		s.detach(int32(i))
 		c.state, c.last = csWaiting, int32(rng.IntN(s.cfg.Supernodes))
-		c.nb = map[peer.ID]time.Time{s.sns[rng.IntN(len(s.sns))].id: s.time().Add(time.Second)}
-		c.alts = []peer.AddrInfo{{ID: s.sns[rng.IntN(len(s.sns))].id}, {ID: s.sns[rng.IntN(len(s.sns))].id}}
+		c.setNB(map[peer.ID]time.Time{s.sns[rng.IntN(len(s.sns))].id: s.time().Add(time.Second)})
+		c.setAlts([]peer.AddrInfo{{ID: s.sns[rng.IntN(len(s.sns))].id}, {ID: s.sns[rng.IntN(len(s.sns))].id}})
 		compare(i)
 	}
 }
@@ -330,7 +331,7 @@ func TestReturnMatchesDaemon(t *testing.T) {
 			if slices.Contains(home, cur) {
 				continue
 			}
-			want := ids(client.ReturnTargets(home, cur, s.snap, c.nb, s.time()))
+			want := ids(client.ReturnTargets(id, home, cur, s.snap, c.nb(), s.time()))
 			s.tryReturn(int32(i))
 			var got []peer.ID
 			if c.run != nil {
@@ -403,5 +404,57 @@ func TestCrashResets(t *testing.T) {
 		if sum.TimeTo99 == nil || (*sum.TimeTo99 < silence) != resets {
 			t.Errorf("resets %v: 99%% attached at %v s, silence %v s", resets, sum.TimeTo99, silence)
 		}
+	}
+}
+
+// In one process the attempts and the crash's work share what the steady
+// state leaves free: each at half while both wait, then the rest at all
+// of it; and the recovery scenario re-attaches later than with a core per
+// supernode, because its burst queues on the process's 2 cores.
+func TestProcessCPU(t *testing.T) {
+	cfg, err := NewConfig("recovery", mustPolicy(t, "overlayd"), 0, 0, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Params.ProcessCores, cfg.Params.ProcessBackground = 2, 1 // 1 core free
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.proc.backlog, s.proc.crash, s.proc.upd = 1, 0.5, s.now
+	// 0.5 s of attempts more: 1.5 s of attempts and 0.5 s of crash share
+	// the free core until the crash's is done (1 s), then 1 s alone.
+	if got := s.processFinish(0.5); math.Abs(got-2) > 1e-9 {
+		t.Fatalf("finish = %v s, want 2", got)
+	}
+	s.now += int64(time.Second)
+	s.advanceProcess()
+	if math.Abs(s.proc.backlog-0.5) > 1e-9 || s.proc.crash != 0 {
+		t.Fatalf("after 1 s: attempts %v, crash %v; want 0.5 and 0", s.proc.backlog, s.proc.crash)
+	}
+	s.now += int64(time.Second)
+	s.advanceProcess()
+	if s.proc.backlog != 0 || s.delay(0) != 0 {
+		t.Fatalf("after 2 s: attempts %v, delay %v; want none", s.proc.backlog, s.delay(0))
+	}
+
+	t99 := func(cores float64) float64 {
+		cfg, err := NewConfig("recovery", mustPolicy(t, "overlayd"), 0, 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Params.ProcessCores = cores
+		s, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := s.Run()
+		if r.Summary.TimeTo99 == nil {
+			t.Fatalf("cores %v: 99%% never reached", cores)
+		}
+		return *r.Summary.TimeTo99
+	}
+	if one, own := t99(2), t99(0); one < own+0.5 {
+		t.Fatalf("time to 99%%: one process %.2f s, a core per supernode %.2f s: the process's queue should delay the burst", one, own)
 	}
 }
