@@ -70,6 +70,14 @@ type Config struct {
 	// a few of them (mdns.go). It has no effect with Bootstrap peers, or
 	// on a node that listens on loopback addresses only. Default true.
 	MDNS bool `yaml:"mdns"`
+	// FullDirectory makes an ordinary node hear the supernodes'
+	// announcement topic and hold the whole directory, as every node did
+	// before the directory had two tiers, instead of a partial view
+	// (node/view.go). Its cost grows with the tier (about 1,000 signature
+	// checks a second at 10,000 supernodes); it is there to compare the
+	// two and for networks small enough not to care. Supernodes and auto
+	// nodes always hold the whole directory.
+	FullDirectory bool `yaml:"full-directory"`
 	// Role is ordinary, supernode or auto.
 	Role Role `yaml:"role"`
 	// Capacity is how many ordinary nodes this node serves as a supernode.
@@ -370,9 +378,10 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// rolePolicy is the Config's thresholds for role.Decide, with the home
-// cluster size R = cluster.Size.
-func (c *Config) rolePolicy() role.Policy {
+// RolePolicy is the Config's thresholds for role.Decide, with the home
+// cluster size R = cluster.Size and HomeHighLoad: what an auto node
+// decides with (the simulator, testnet/sim, uses it too).
+func (c *Config) RolePolicy() role.Policy {
 	return role.Policy{
 		MinUptime:       c.AutoMinUptime,
 		MinCapacity:     c.AutoMinCapacity,

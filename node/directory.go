@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/directory"
@@ -110,6 +111,13 @@ func scoreParams(c Config, localNet bool) (*pubsub.PeerScoreParams, *pubsub.Peer
 
 func (n *Node) startDirectory(ctx context.Context) error {
 	n.dir.SetLimits(directory.DefaultLimits(n.cfg.AnnounceInterval))
+	if n.usesView() {
+		// Entries come from views, a few at a time, each with the
+		// interval its supernode announces at (which grows with the tier,
+		// protocol.AnnounceInterval); the view's next refresh drops any
+		// the server stopped naming, so no clamp to this node's own.
+		n.dir.SetLimits(directory.Limits{})
+	}
 	sp, st := scoreParams(n.cfg, cluster.LocalOnly(n.host.Addrs()))
 	ps, err := pubsub.NewGossipSub(ctx, n.host,
 		pubsub.WithMessageSigning(true),
@@ -123,6 +131,11 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	}
 	n.ps = ps
 	n.host.Network().Notify(&network.NotifyBundle{DisconnectedF: n.unprotectDeparted})
+	if n.usesView() {
+		// An ordinary node does not hear the announcement topic: it keeps
+		// a partial view (view.go). GossipSub still carries revocations.
+		return nil
+	}
 	if err := ps.RegisterTopicValidator(protocol.DirectoryTopic, n.validate, pubsub.WithValidatorInline(true)); err != nil {
 		return err
 	}
@@ -162,13 +175,14 @@ func (n *Node) unprotectDeparted(nw network.Network, c network.Conn) {
 func (n *Node) validate(_ context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 	signer := msg.GetFrom()
 	now := n.now()
+	n.m.announceBytes.Add(float64(proto.Size(msg.Message)))
 	if from == n.host.ID() {
 		from = ""
 	}
 	err := n.dir.Admit(from, signer, now)
 	var ev directory.Event
 	if err == nil {
-		ev, err = n.dir.Receive(signer, msg.GetData(), now)
+		ev, err = n.dir.Receive(signer, msg.GetData(), n.signedForView(msg), now)
 	}
 	if err != nil {
 		reason := protocol.ReasonOf(err)
@@ -184,6 +198,20 @@ func (n *Node) validate(_ context.Context, from peer.ID, msg *pubsub.Message) pu
 		n.log.Debug("directory", "event", ev.Kind.String(), "peer", ev.ID.ShortString())
 	}
 	return pubsub.ValidationAccept
+}
+
+// signedForView is the message as its signer signed it, kept with the
+// entry so that this node can serve it in partial views (overlay/view);
+// nil on a node that never serves views (a pinned ordinary node).
+func (n *Node) signedForView(msg *pubsub.Message) []byte {
+	if n.cfg.Role == RoleOrdinary || msg.Message == nil {
+		return nil
+	}
+	b, err := proto.Marshal(msg.Message)
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // ignoredReason reports whether a refusal for reason depends on the
@@ -217,15 +245,32 @@ func expiryTick(interval time.Duration) time.Duration {
 	return min(max(interval/10, 10*time.Millisecond), time.Second)
 }
 
-// expireLoop removes entries whose supernodes stopped announcing.
+// tierInterval is the interval the supernode tier announces at, by this
+// node's directory: the configured one, stretched for a large tier
+// (protocol.AnnounceInterval).
+func (n *Node) tierInterval() time.Duration {
+	return protocol.AnnounceInterval(n.cfg.AnnounceInterval, n.dir.Snapshot().Len())
+}
+
+// expireLoop removes entries whose supernodes stopped announcing. On a
+// node that hears the topic it also keeps the directory's limits at the
+// tier's interval: announcements of a large tier come less often and
+// live longer (protocol.AnnounceInterval), and the clamp and the rate
+// limits follow.
 func (n *Node) expireLoop(ctx context.Context) {
 	t := time.NewTicker(expiryTick(n.cfg.AnnounceInterval))
 	defer t.Stop()
+	limited := n.cfg.AnnounceInterval
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if iv := n.tierInterval(); !n.usesView() && iv != limited {
+				limited = iv
+				n.dir.SetLimits(directory.DefaultLimits(iv))
+				n.log.Info("announce interval follows the tier", "interval", iv, "supernodes", n.dir.Snapshot().Len())
+			}
 			for _, ev := range n.dir.Expire(n.now()) {
 				n.log.Info("supernode expired", "peer", ev.ID.ShortString())
 			}
@@ -281,9 +326,14 @@ func (n *Node) announceLoop(ctx context.Context) {
 			return
 		case <-time.After(next):
 		}
+		iv := n.tierInterval()
+		if err := n.announcer.SetInterval(iv); err != nil {
+			n.log.Warn("announce interval", "err", err)
+		}
 		if err := n.publishAnnouncement(ctx, false); err != nil && ctx.Err() == nil {
 			n.log.Warn("announce", "err", err)
 		}
+		sched.interval = iv
 		next = sched.next()
 	}
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -72,4 +73,47 @@ func newIDForTest(t *testing.T) peer.ID {
 	t.Helper()
 	_, id := newKey(t)
 	return id
+}
+
+// viewRefreshesForTest returns how many view refreshes the node
+// completed (fetches of its whole view that a supernode answered).
+func (n *Node) viewRefreshesForTest() float64 {
+	return testutil.ToFloat64(n.m.viewFetches.WithLabelValues("refresh", "ok"))
+}
+
+// afterViewRefreshes waits until an ordinary node completed k more view
+// refreshes than when it is called. A refresh's request may already be
+// on its way at the call, so a caller that needs a view built after some
+// event asks for two.
+func afterViewRefreshes(t testing.TB, n *Node, k int, within time.Duration) {
+	t.Helper()
+	if !n.usesView() {
+		t.Fatalf("%s keeps no partial view", n.ID().ShortString())
+	}
+	before := n.viewRefreshesForTest()
+	waitFor(t, within, fmt.Sprintf("%d view refreshes on %s", k, n.ID().ShortString()), func() bool {
+		return n.viewRefreshesForTest() >= before+float64(k)
+	})
+}
+
+// neverServes makes c a node that hears the directory topic and is a
+// client, but never serves: an auto node whose capacity is below its
+// --auto-min-capacity (role.Decide promotes only a node with enough;
+// loopback is not public reachability and the default minimum uptime is
+// 10 minutes besides). Since issue 21 a pinned ordinary node keeps a
+// partial view instead of hearing the topic, so tests of what a topic
+// receiver does with an announcement use this or a supernode.
+func neverServes(c *Config) {
+	c.Role = RoleAuto
+	c.Capacity = 1
+	c.AutoMinCapacity = 2
+}
+
+// hearerConfig is attachConfig for a node that never serves
+// (neverServes).
+func hearerConfig(tb testing.TB, boot string) Config {
+	tb.Helper()
+	c := attachConfig(tb, RoleAuto, boot)
+	neverServes(&c)
+	return c
 }

@@ -94,11 +94,17 @@ type Node struct {
 	client    *client.Client  // ordinary and auto nodes; nil on a pinned supernode
 	tunnels   *tunnel.Manager // exposed services and connect listeners (tunnel.go)
 	bootstrap []peer.AddrInfo
-	m         *metrics
-	apiSrv    *http.Server
-	metricSrv *http.Server
-	metricLn  net.Addr // the metrics listener's address, once started
-	started   time.Time
+	// viewKick wakes the view loop of a node that keeps a partial view
+	// (view.go).
+	viewKick chan struct{}
+	// viewVersion is the version of the ring the node's partial view was
+	// taken from (a string; view.go), shown as its ring version.
+	viewVersion atomic.Value
+	m           *metrics
+	apiSrv      *http.Server
+	metricSrv   *http.Server
+	metricLn    net.Addr // the metrics listener's address, once started
+	started     time.Time
 
 	mu      sync.Mutex
 	state   int // stateNew, stateStarted, stateClosed
@@ -292,6 +298,8 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 		debounc: min(cfg.AnnounceInterval/10, time.Second),
 		revoked: map[uint64]time.Time{},
 		confirm: newConfirmations(),
+
+		viewKick: make(chan struct{}, 1),
 	}
 	n.trusted, _ = cfg.operatorKeys()
 	n.dir = directory.New(directory.WithMegaVerifier(n.verifyMega))
@@ -396,7 +404,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.started = n.now()
 	n.goLoop(func() { n.expireLoop(runCtx) })
-	n.goLoop(func() { n.ringLoop(runCtx) })
+	if n.usesView() {
+		n.startViewHints()
+		n.goLoop(func() { n.viewLoop(runCtx) })
+	} else {
+		n.goLoop(func() { n.ringLoop(runCtx) })
+	}
 	n.goLoop(func() { n.bootstrapLoop(runCtx) })
 	n.goLoop(func() { n.mdnsLoop(runCtx) })
 	n.goLoop(func() { n.megaLoop(runCtx) })
@@ -537,6 +550,9 @@ func (n *Node) newClient() (*client.Client, error) {
 		client.WithRand(rand.New(rand.NewPCG(n.seed(), n.seed()))),
 		client.WithSessionHook(n.circuitAttached),
 	}, n.clientOpts...)
+	if n.usesView() {
+		opts = append(opts, client.WithPartialView(n.kickView))
+	}
 	return client.New(n.host, n.dir, &n.rings, cfg, opts...)
 }
 

@@ -326,8 +326,14 @@ func (r *rogue) publishUntil(t *testing.T, what string, msg func(i int) []byte, 
 // tests that start hundreds of hosts (one run took over 5 s).
 const rogueWait = 20 * time.Second
 
+// TestRogueAnnouncementsRejected: a node that hears the directory topic
+// refuses forged, oversize and replayed announcements, counts each by
+// reason and shows them in its status. The target is a supernode: since
+// issue 21 the supernodes (and auto nodes) are the topic's receivers, and
+// a supernode's directory is what the views of ordinary nodes are served
+// from (a pinned ordinary node does not hear the topic at all).
 func TestRogueAnnouncementsRejected(t *testing.T) {
-	target := startNode(t, testConfig(t, RoleOrdinary))
+	target := startNode(t, testConfig(t, RoleSupernode))
 	victim := startNode(t, testConfig(t, RoleOrdinary))
 	r := newRogue(t, target)
 	// rejected reports whether target counted a rejection for reason
@@ -374,10 +380,17 @@ func TestRogueAnnouncementsRejected(t *testing.T) {
 // A client that leaves a supernode's GossipSub mesh by disconnecting does
 // not stay protected in the supernode's connection manager (GossipSub
 // only lifts the protection on PRUNE): otherwise every distinct client a
-// supernode ever served would cost it memory for good.
+// supernode ever served would cost it memory for good. The client is an
+// auto node that does not serve: those hear the directory topic and join
+// the supernodes' meshes (a pinned ordinary node keeps a partial view
+// instead and is in no mesh, issue 21).
 func TestDepartedMeshPeerUnprotected(t *testing.T) {
-	sns, ons := startNetwork(t, 1, 1)
-	sn, c := sns[0], ons[0]
+	sns, _ := startNetwork(t, 1, 0)
+	sn := sns[0]
+	cc := testConfig(t, RoleAuto)
+	neverServes(&cc)
+	cc.Bootstrap = []string{p2pAddr(sn)}
+	c := startNode(t, cc)
 	cm := sn.Host().ConnManager()
 	waitFor(t, 10*time.Second, "client grafted into the supernode's mesh", func() bool { return cm.IsProtected(c.ID(), meshTag) })
 	c.Close()

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"time"
@@ -47,22 +48,7 @@ func (n *Node) ringLoop(ctx context.Context) {
 			return
 		}
 		built, confirmed, last = s.Membership, gen, ms
-		n.m.ringRebuilds.Inc()
-		n.m.ringInfo.Reset()
-		if len(ms) == 0 {
-			n.rings.Publish(nil)
-			return
-		}
-		r, err := ring.New(ms)
-		if err != nil {
-			// cluster.Members bounds members and weights so that this
-			// cannot happen; keep the old ring rather than none.
-			n.log.Error("ring rebuild", "err", err)
-			return
-		}
-		n.rings.Publish(r)
-		n.m.ringInfo.WithLabelValues(r.Version()).Set(1)
-		n.log.Debug("ring published", "version", r.Version(), "members", r.Len())
+		n.publishRing(ms, "")
 	}
 	rebuild()
 	ramp := time.NewTimer(0)
@@ -90,4 +76,28 @@ func (n *Node) ringLoop(ctx context.Context) {
 		}
 		rebuild()
 	}
+}
+
+// publishRing builds the ring of members and publishes it (none for no
+// members). version is the ring version to report, when the members are
+// a partial view of a larger ring (view.go); "" reports the built ring's
+// own. A ring that cannot be built keeps the old one.
+func (n *Node) publishRing(ms []ring.Member, version string) {
+	n.m.ringRebuilds.Inc()
+	if len(ms) == 0 {
+		n.m.ringInfo.Reset()
+		n.rings.Publish(nil)
+		return
+	}
+	r, err := ring.New(ms)
+	if err != nil {
+		// cluster.Members bounds members and weights so that this cannot
+		// happen for a whole directory; view.Members bounds a view's.
+		n.log.Error("ring rebuild", "err", err)
+		return
+	}
+	n.rings.Publish(r)
+	n.m.ringInfo.Reset()
+	n.m.ringInfo.WithLabelValues(cmp.Or(version, r.Version())).Set(1)
+	n.log.Debug("ring published", "version", r.Version(), "members", r.Len())
 }

@@ -10,9 +10,15 @@ import (
 )
 
 // TestRingRebuildDebounced: a burst of directory changes costs one ring
-// rebuild, and readers see the complete ring afterwards.
+// rebuild, and readers see the complete ring afterwards. The node is one
+// that builds its ring from its whole directory (ringLoop): an auto node
+// that does not serve. A pinned ordinary node builds its ring from views
+// instead (view.go), and a serving supernode of an open network keeps
+// unconfirmed supernodes, as these made-up ones are, off its ring
+// (confirm.go).
 func TestRingRebuildDebounced(t *testing.T) {
-	c := testConfig(t, RoleOrdinary)
+	c := testConfig(t, RoleAuto)
+	neverServes(&c)                      // so its ring stays its whole directory's
 	c.AnnounceInterval = 2 * time.Second // debounce: 200 ms
 	n := startNode(t, c)
 	now := time.Now()

@@ -49,7 +49,7 @@ func TestAutoConfigValidation(t *testing.T) {
 func TestAutoRolePolicyFromConfig(t *testing.T) {
 	c := DefaultConfig()
 	c.AutoSpareLow, c.AutoSpareHigh, c.AutoMinCapacity = 0.1, 0.9, 7
-	p := c.rolePolicy()
+	p := c.RolePolicy()
 	if p.SpareLow != 0.1 || p.SpareHigh != 0.9 || p.MinCapacity != 7 || p.ClusterSize != cluster.Size || p.HomeHighLoad != HomeHighLoad ||
 		p.PromoteDelayMin != c.AutoPromoteDelayMin || p.PromoteDelayMax != c.AutoPromoteDelayMax || p.DemoteAfter != c.AutoDemoteAfter || p.MinUptime != c.AutoMinUptime {
 		t.Fatalf("policy %+v from config", p)

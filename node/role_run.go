@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/overlayd/overlayd/node/role"
-	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 )
 
@@ -58,22 +57,15 @@ func (n *Node) noteChange(d role.Decision) {
 	n.role.mu.Unlock()
 }
 
-// roleTick is how often an auto node evaluates its role besides on
-// directory changes: a quarter of the announce interval, within
-// [20 ms, 5 s].
-func roleTick(interval time.Duration) time.Duration {
-	return min(max(interval/4, 20*time.Millisecond), 5*time.Second)
-}
-
 // roleLoop evaluates the role rules on every directory change and every
-// roleTick, and carries out promotions and demotions.
+// role.EvalInterval, and carries out promotions and demotions.
 func (n *Node) roleLoop(ctx context.Context) {
 	changes, cancel := n.dir.Subscribe()
 	defer cancel()
-	tick := time.NewTicker(roleTick(n.cfg.AnnounceInterval))
+	tick := time.NewTicker(role.EvalInterval(n.cfg.AnnounceInterval))
 	defer tick.Stop()
 	rng := rand.New(rand.NewPCG(n.seed(), n.seed()))
-	policy := n.cfg.rolePolicy()
+	policy := n.cfg.RolePolicy()
 	var st role.State
 	var svc *roleService
 	defer func() {
@@ -114,36 +106,22 @@ func (n *Node) roleLoop(ctx context.Context) {
 	}
 }
 
-// roleInput gathers role.Decide's input: the directory, with this node's
-// own entry taken from its live state (present with its capacity and
-// load while serving, absent otherwise).
+// roleInput gathers role.Decide's input (role.NewInput): the directory,
+// with this node's own entry taken from its live state (present with its
+// capacity and load while serving, absent otherwise).
 func (n *Node) roleInput() role.Input {
-	snap := n.dir.Snapshot()
-	self := n.ID()
-	serving := n.serving.Load()
-	es := make([]role.Entry, 0, snap.Len()+1)
-	for _, e := range snap.Entries {
-		if e.ID == self {
-			continue
-		}
-		// Clamped, as every capacity-derived choice is: made-up giant
-		// supernodes must not talk auto nodes out of promoting.
-		es = append(es, role.Entry{ID: e.ID, Mega: e.Role == protocol.RoleMega, Capacity: cluster.Capacity(e), Load: int(e.Load)})
-	}
-	if serving {
-		es = append(es, role.Entry{ID: self, Capacity: n.cfg.Capacity, Load: n.load()})
-	}
 	now := n.now()
-	return role.Input{
+	return role.NewInput(role.View{
 		Now:          now,
-		Serving:      serving,
+		Self:         n.ID(),
+		Serving:      n.serving.Load(),
 		Reachability: n.Reachability(),
 		Uptime:       now.Sub(n.started),
 		Capacity:     n.cfg.Capacity,
-		Self:         self,
-		Supernodes:   es,
-		Home:         cluster.HomeWithout(n.rings.Load(), []byte(self), self),
-	}
+		Load:         n.load(),
+		Snapshot:     n.dir.Snapshot(),
+		Ring:         n.rings.Load(),
+	})
 }
 
 func (n *Node) setRoleDecision(d role.Decision) {

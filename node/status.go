@@ -40,9 +40,7 @@ func (n *Node) Status() localapi.Status {
 	for _, a := range n.host.Addrs() {
 		s.Addrs = append(s.Addrs, a.String())
 	}
-	if r := n.rings.Load(); r != nil {
-		s.RingVersion = r.Version()
-	}
+	s.RingVersion = n.RingVersion()
 	if n.client != nil {
 		a, ok := n.client.Attachment()
 		s.Failovers = a.Failovers

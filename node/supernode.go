@@ -105,6 +105,9 @@ func (n *Node) startSupernode() error {
 			return err
 		}
 	}
+	vs := supernode.NewViewServer(n.rings.Load, n.dir.Snapshot, n.serving.Load, n.now,
+		rand.New(rand.NewPCG(n.seed(), n.seed())), n.base.With("part", "view"))
+	n.host.SetStreamHandler(protocol.ViewID, vs.Handle)
 	n.announcer, err = supernode.NewAnnouncer(n.host.ID(), protocol.RoleSupernode, n.cfg.Capacity, n.cfg.AnnounceInterval)
 	return err
 }

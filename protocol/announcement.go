@@ -191,3 +191,23 @@ func fromPB(m *pb.Announcement) (Announcement, error) {
 	}
 	return a, nil
 }
+
+// AnnounceBudget is how many announcements a second the supernode tier may
+// make in all, so that what each supernode receives stays bounded however
+// many supernodes there are (AnnounceInterval).
+const AnnounceBudget = 100
+
+// AnnounceInterval is the interval a supernode announces at when its
+// directory holds supernodes entries: the configured base, stretched so
+// that all of them together make about AnnounceBudget announcements a
+// second (supernodes / AnnounceBudget seconds; the schedule's jitter of up
+// to 10% adds about 5%), and at most MaxAnnounceInterval. Every supernode
+// computes it from its own directory, so they agree within the spread of
+// their directories' sizes; receivers clamp an announced interval to
+// MaxIntervalFactor times their own (ClampInterval), which covers that
+// spread. At 10 s it changes nothing below 1,000 supernodes; from 60,000
+// the cap binds (at 100,000: 167 a second, 175 with the jitter).
+func AnnounceInterval(base time.Duration, supernodes int) time.Duration {
+	stretched := time.Duration(supernodes) * time.Second / AnnounceBudget
+	return min(max(base, stretched), max(base, MaxAnnounceInterval))
+}

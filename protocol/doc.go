@@ -22,10 +22,11 @@
 //	/overlayd/relay/1.0.0     stream     supernode -> supernode in its directory  MaxRelayFrame        overlayd.relay
 //	/overlayd/lookup/1.0.0    stream     supernode -> supernode in its directory  MaxLookupFrame       overlayd.lookup
 //	/overlayd/locate/1.0.0    stream     attached client -> its own supernode     MaxLocateFrame       overlayd.locate
+//	/overlayd/view/1.0.0      stream     ordinary node -> a serving supernode     MaxViewFrame         overlayd.view
 //	/overlayd/tunnel/1.0.0    stream     any peer -> a peer exposing a service    MaxTunnelFrame       overlayd.tunnel
 //
 // The IDs are [DirectoryTopic], [RevocationTopic], [AttachID], [RelayID],
-// [LookupID], [LocateID] and [TunnelID]. The resource-manager service names are declared
+// [LookupID], [LocateID], [ViewID] and [TunnelID]. The resource-manager service names are declared
 // next to the handlers that set them: supernode.AttachService,
 // supernode.RelayService, supernode.LookupService and supernode.LocateService.
 //
@@ -87,8 +88,10 @@
 //
 // Every serving supernode publishes a [pb.Announcement] on [DirectoryTopic]:
 // one as soon as it serves, the next at a uniformly random point of the
-// following interval, then every announce interval (default 10 s) less up to
-// 10%, so that no gap exceeds the interval; one at once when it is promoted
+// following interval, then every announce interval less up to 10%: the
+// configured one (default 10 s), stretched to [AnnounceInterval] of the
+// number of entries in its directory (about [AnnounceBudget] announcements
+// a second for the whole tier, at most [MaxAnnounceInterval]), so that no gap exceeds the interval; one at once when it is promoted
 // to or demoted from mega-supernode and when an auto node starts demoting;
 // and a last one with departing set when it stops serving. capacity is the
 // number of attached peers it takes and load the number attached now;
@@ -126,7 +129,10 @@
 //     issued + [MissedAnnouncements] × the clamped interval + ClockSkew is
 //     not past [expired] (an announcement without issued_unix_ms, from an
 //     earlier build, is not checked); the clamped interval is interval_ms at
-//     most [MaxIntervalFactor] times the receiver's own ([ClampInterval]);
+//     most [MaxIntervalFactor] times the receiver's own ([ClampInterval]),
+//     the receiver's own being [AnnounceInterval] of its directory's size
+//     (an ordinary node that keeps a view clamps only to
+//     [MaxAnnounceInterval]);
 //   - seq is greater than the last seq accepted from that peer [stale_seq];
 //   - the peer is known, or the receiver remembers fewer than
 //     directory.DefaultMaxEntries (65,536) peers, live or recently departed
@@ -159,6 +165,49 @@
 // receiver's intervals; at most 2 supernodes per /24 (IPv4) or /48 (IPv6)
 // are ring members (the oldest); and the ring never exceeds
 // cluster.MaxMembers members of cluster.MaxTotalWeight weight.
+//
+// Only supernodes, mega-supernodes and --role auto nodes subscribe to the
+// topic. A pinned ordinary node keeps a partial view instead (see Views).
+//
+// # Views
+//
+// An ordinary node opens [ViewID] to a serving supernode (its own, else a
+// bootstrap peer, else one of its view) and writes one [pb.ViewRequest]:
+// 1 to [MaxViewKeys] keys of 1 to [MaxViewKey] bytes (its own peer ID, its
+// groups' names), at most [MaxViewEntries] haves (peer_id, seq of entries
+// it holds), and neighbours_only. The supernode resets the stream when it
+// does not serve (an auto node while ordinary), when 8 view requests are
+// already being served, or when the request breaks a bound (at most
+// supernode.MaxViewRequest bytes); it answers one [pb.ViewResponse] and
+// closes. (An ordinary node that keeps a view answers too, with a hint:
+// no ring version, and its view's spares and megas with weight 0, so that
+// a node that joined through it learns supernodes to ask. A hint is not a
+// view: the asking node goes on to a supernode named in it.) The response
+// holds its ring's version and at most
+// [MaxViewEntries] entries: for each key the first 6 distinct ring members
+// at the key (overlay/view.Neighbours) with their ring weights, then,
+// unless neighbours_only, up to 8 regular supernodes with spare capacity
+// (drawn weighted by spare) and up to 8 megas, weight 0 when not on the
+// ring. Each entry names its peer and seq and carries signed: the
+// go-libp2p-pubsub Message its supernode published on [DirectoryTopic] as
+// it signed it (at most [MaxSignedAnnouncement] bytes), or nothing when the
+// request's have holds that peer at the same or a newer seq.
+//
+// The node checks every signed message with [OpenSigned] (the topic, and
+// the signature of From over the message without signature and key, as
+// GossipSub's StrictSign does) [bad_signature, undecodable, oversize],
+// requires From to be the entry's peer [signer_mismatch], and applies the
+// announcement with the rules above (an entry it holds at that seq already
+// is not counted). Its directory then holds the response's entries only; its
+// ring is the response's entries with a weight that it holds, with those
+// weights (capped at cluster.MaxWeight), so the home clusters of the keys
+// asked are the server's. After each refresh it asks a second supernode
+// (another /24, not in that home) for its own key with neighbours_only;
+// when the homes differ it asks the members of both, and when two or more
+// agree on one home, none backs its supernode's, and a member of that
+// home answered yet is not on its supernode's view's ring (an omission,
+// not weights, which honest supernodes differ in while one ramps), it
+// leaves that supernode for 10 min (node/view.go, overlay/view.Judge).
 //
 // # Mega certificates
 //

@@ -32,11 +32,15 @@ const (
 	// more announcements than the receiver takes per interval. Ignored,
 	// not rejected (see node/directory.go).
 	ReasonRateLimited Reason = "rate_limited"
+	// ReasonBadSignature: a view entry's GossipSub message is not signed by
+	// the peer it names, or not for the directory topic (OpenSigned). A
+	// view server cannot invent an entry.
+	ReasonBadSignature Reason = "bad_signature"
 )
 
 // Reasons lists every Reason, for pre-declaring metric label values.
 var Reasons = []Reason{ReasonOversize, ReasonUndecodable, ReasonInvalid, ReasonSignerMismatch, ReasonStaleSeq, ReasonDirectoryFull,
-	ReasonUncertified, ReasonExpired, ReasonFuture, ReasonRateLimited}
+	ReasonUncertified, ReasonExpired, ReasonFuture, ReasonRateLimited, ReasonBadSignature}
 
 // ErrRejected matches every *RejectError.
 var ErrRejected = errors.New("message rejected")

@@ -17,10 +17,10 @@ import (
 // and at least the wall-clock time in nanoseconds, so a restarted supernode
 // is not mistaken for a replay of its earlier self. Safe for concurrent use.
 type Announcer struct {
-	id       peer.ID
-	interval time.Duration
+	id peer.ID
 
 	mu       sync.Mutex
+	interval time.Duration
 	seq      uint64
 	role     protocol.Role
 	capacity uint32
@@ -65,7 +65,23 @@ func (a *Announcer) SetCert(cert []byte) {
 }
 
 // Interval returns the announce interval.
-func (a *Announcer) Interval() time.Duration { return a.interval }
+func (a *Announcer) Interval() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.interval
+}
+
+// SetInterval changes the interval later announcements carry (the tier
+// grew or shrank: protocol.AnnounceInterval).
+func (a *Announcer) SetInterval(interval time.Duration) error {
+	if interval < protocol.MinAnnounceInterval || interval > protocol.MaxAnnounceInterval {
+		return fmt.Errorf("announcer: interval %v outside [%v, %v]", interval, protocol.MinAnnounceInterval, protocol.MaxAnnounceInterval)
+	}
+	a.mu.Lock()
+	a.interval = interval
+	a.mu.Unlock()
+	return nil
+}
 
 // Next encodes the next announcement. departing marks the last one.
 func (a *Announcer) Next(addrs []ma.Multiaddr, load int, departing bool, now time.Time) ([]byte, error) {
@@ -75,7 +91,7 @@ func (a *Announcer) Next(addrs []ma.Multiaddr, load int, departing bool, now tim
 	a.mu.Lock()
 	seq := max(a.seq+1, uint64(max(now.UnixNano(), 1)))
 	a.seq = seq
-	role, capacity, cert := a.role, a.capacity, a.cert
+	role, capacity, cert, interval := a.role, a.capacity, a.cert, a.interval
 	a.mu.Unlock()
 	ann := protocol.Announcement{
 		ID:        a.id,
@@ -85,7 +101,7 @@ func (a *Announcer) Next(addrs []ma.Multiaddr, load int, departing bool, now tim
 		Load:      uint32(max(load, 0)),
 		Version:   protocol.Version,
 		Seq:       seq,
-		Interval:  a.interval,
+		Interval:  interval,
 		Departing: departing,
 		MegaCert:  cert,
 		Issued:    now,

@@ -40,6 +40,10 @@ type Config struct {
 	// home replication, as before they existed. For comparison only: it
 	// shows what the loss criterion guards against.
 	NoResume bool
+	// FullDirectory keeps the ordinary nodes on the announcement topic
+	// (node.Config.FullDirectory: the design before the partial view), to
+	// compare the two.
+	FullDirectory bool
 	// Logger receives the nodes' logs (default: discarded).
 	Logger *slog.Logger
 

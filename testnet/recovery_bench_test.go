@@ -1,6 +1,7 @@
 package testnet
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -228,19 +229,18 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 	defer stopSampler()
 
 	sns := n.supernodes()
-	all := append(append([]*node.Node(nil), sns...), n.clients...)
 	var snIDs []peer.ID
 	for _, sn := range sns {
 		snIDs = append(snIDs, sn.ID())
 	}
 	if _, ok := s.await(ctx, start, sc.AttachWithin, func(smp recSample) bool {
-		return smp.Attached == sc.Clients && recInDirectories(all, snIDs)
+		return smp.Attached == sc.Clients && recInDirectories(sns, n.clients, snIDs)
 	}); !ok {
 		last, _ := s.latest()
-		b.Fatalf("%s: %d of %d clients attached, directories full: %v, after %v (load average %s). If the attached count "+
+		b.Fatalf("%s: %d of %d clients attached, supernodes' directories full and clients' homes agree: %q, after %v (load average %s). If the attached count "+
 			"rises and falls, the process cannot carry this many nodes at announce interval %v on this machine: every client "+
 			"verifies every supernode's announcement; see OVERLAYD_RECOVERY_ANNOUNCE and OVERLAYD_RECOVERY_CAPACITY",
-			run, last.Attached, sc.Clients, recInDirectories(all, snIDs), time.Since(start).Round(time.Second), loadAvg(), tm.AnnounceInterval)
+			run, last.Attached, sc.Clients, cmp.Or(recNotKnown(sns, n.clients, snIDs), "yes"), time.Since(start).Round(time.Second), loadAvg(), tm.AnnounceInterval)
 	}
 	r.AttachedS = time.Since(start).Seconds()
 	b.StartTimer()
@@ -317,7 +317,7 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 	}
 	kwg.Wait()
 	pause(ctx, time.Until(t0.Add(sc.Window)))
-	recCheckHealth(ctx, s, n.clients[0], recPhaseRecovery)
+	recCheckHealth(ctx, s, n.clients[0], n.regs[0], recPhaseRecovery)
 	end, _ := s.latest()
 	r.Recovery.OnMegasFinal = end.OnMegas
 	next = markRuntime()
@@ -325,7 +325,7 @@ func runRecovery(b *testing.B, sc recScale, tm recTiming, seed uint64, mega bool
 
 	if mega {
 		r.HandBack = recHandBackPhase(ctx, b, n, s, killed, t0)
-		recCheckHealth(ctx, s, n.clients[0], recPhaseHandBack)
+		recCheckHealth(ctx, s, n.clients[0], n.regs[0], recPhaseHandBack)
 		r.Process["restart+handback"] = runtimeBetween(mark, markRuntime())
 	}
 	b.StopTimer()
@@ -380,9 +380,8 @@ func recHandBackPhase(ctx context.Context, b *testing.B, n *recNet, s *recSample
 		ids = append(ids, restarted[j].ID())
 	}
 	hb.RestartS = time.Since(tr).Seconds()
-	live := append(n.supernodes(), n.clients...)
-	if err := waitFor(ctx, 30*time.Second, 250*time.Millisecond, func() bool { return recInDirectories(live, ids) }); err != nil {
-		b.Fatalf("restarted supernodes not in every directory after 30 s: %v", err)
+	if err := waitFor(ctx, 30*time.Second, 250*time.Millisecond, func() bool { return recInDirectories(n.supernodes(), n.clients, ids) }); err != nil {
+		b.Fatalf("restarted supernodes not in every supernode's directory, or clients' homes disagree, after 30 s: %v", err)
 	}
 	hb.InDirectoriesS = time.Since(tr).Seconds()
 
@@ -419,7 +418,7 @@ func recHandBackPhase(ctx context.Context, b *testing.B, n *recNet, s *recSample
 }
 
 // recCheckHealth checks every live supernode, concurrently.
-func recCheckHealth(ctx context.Context, s *recSampler, probe *node.Node, phase int) {
+func recCheckHealth(ctx context.Context, s *recSampler, probe, dir *node.Node, phase int) {
 	s.mu.Lock()
 	var live []*recSN
 	for _, sn := range s.sns {
@@ -432,7 +431,7 @@ func recCheckHealth(ctx context.Context, s *recSampler, probe *node.Node, phase 
 	var wg sync.WaitGroup
 	for i, sn := range live {
 		wg.Go(func() {
-			h, took := recHealth(ctx, sn.n, probe, 20*time.Second)
+			h, took := recHealth(ctx, sn.n, probe, dir, 20*time.Second)
 			h.Phase, h.TookS = recPhaseNames[phase], took.Seconds()
 			res[i] = h
 		})

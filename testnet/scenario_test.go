@@ -2,6 +2,8 @@ package testnet
 
 import (
 	"context"
+	"log/slog"
+	"os"
 	"testing"
 	"time"
 )
@@ -14,6 +16,16 @@ func smallRun(t *testing.T, scenario string, adjust func(*RunConfig)) *Report {
 	rc := RunConfig{Config: cfg, Scenario: scenario, SampleEvery: 100 * time.Millisecond}
 	if adjust != nil {
 		adjust(&rc)
+	}
+	// OVERLAYD_SCENARIO_LOG=FILE writes every node's debug log there, to
+	// read why a scenario failed.
+	if f := os.Getenv("OVERLAYD_SCENARIO_LOG"); f != "" {
+		w, err := os.Create(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		rc.Config.Logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

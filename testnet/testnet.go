@@ -24,6 +24,8 @@ import (
 
 	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/overlay/cluster"
+	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 )
 
@@ -234,6 +236,7 @@ func (n *Network) config(m *member) node.Config {
 		c.Role, c.Capacity = node.RoleSupernode, 1
 	}
 	c.AnnounceInterval = n.cfg.AnnounceInterval
+	c.FullDirectory = n.cfg.FullDirectory
 	setIf := func(dst *time.Duration, v time.Duration) {
 		if v > 0 {
 			*dst = v
@@ -399,11 +402,24 @@ func (n *Network) Name(nd *node.Node) string {
 	return "?"
 }
 
-// Converged reports whether every node's directory holds exactly the given
-// supernodes.
+// Converged reports whether every node's directory is complete: one that
+// holds the whole directory holds exactly the given supernodes; one that
+// keeps a partial view (an ordinary node, issue 21) has a ring and holds
+// only supernodes among them (RingsAgree checks its homes).
 func Converged(nodes []*node.Node, supers []peer.ID) bool {
 	for _, nd := range nodes {
 		s := nd.Directory().Snapshot()
+		if nd.PartialView() {
+			if nd.Ring() == nil || s.Len() == 0 {
+				return false
+			}
+			for _, e := range s.Entries {
+				if !slices.Contains(supers, e.ID) {
+					return false
+				}
+			}
+			continue
+		}
 		if s.Len() != len(supers) {
 			return false
 		}
@@ -446,18 +462,32 @@ func (n *Network) WaitConverged(ctx context.Context, progress func(complete, tot
 	return nil
 }
 
-// RingsAgree reports whether every node has a ring and all have the same
-// version.
+// RingsAgree reports whether every node has a ring and all route by the
+// same one: the nodes that hold the whole directory have rings of one
+// version, and every node that keeps a partial view took it from a ring
+// of that version and computes its own home cluster on it as they do.
 func RingsAgree(all []*node.Node) bool {
-	var v string
+	var ref *ring.Ring
 	for _, nd := range all {
 		r := nd.Ring()
 		if r == nil {
 			return false
 		}
-		if v == "" {
-			v = r.Version()
-		} else if r.Version() != v {
+		if nd.PartialView() {
+			continue
+		}
+		if ref == nil {
+			ref = r
+		} else if r.Version() != ref.Version() {
+			return false
+		}
+	}
+	for _, nd := range all {
+		if !nd.PartialView() || ref == nil {
+			continue
+		}
+		key := []byte(nd.ID())
+		if nd.RingVersion() != ref.Version() || !slices.Equal(cluster.Home(nd.Ring(), key), cluster.Home(ref, key)) {
 			return false
 		}
 	}

@@ -56,9 +56,12 @@ func binary(t *testing.T) string {
 
 func runBin(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	// Build first: the first call builds the binary, which on a loaded
+	// machine can take longer than the run's own bound.
+	bin := binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e

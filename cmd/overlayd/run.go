@@ -37,6 +37,7 @@ func runCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "announce-addr", Usage: "multiaddr to announce instead of the listen addresses (repeatable; for NAT or containers)", EnvVars: []string{"OVERLAYD_ANNOUNCE_ADDR"}},
 			&cli.StringSliceFlag{Name: "bootstrap", Usage: "peer to join through, as /ip4/.../tcp/.../p2p/<peer-id> (repeatable)", EnvVars: []string{"OVERLAYD_BOOTSTRAP"}},
 			&cli.BoolFlag{Name: "mdns", Usage: "without --bootstrap, find overlayd peers on the local network by mDNS and join through them (--mdns=false to turn off)", Value: d.MDNS, EnvVars: []string{"OVERLAYD_MDNS"}},
+			&cli.BoolFlag{Name: "full-directory", Usage: "an ordinary node hears every supernode announcement and holds the whole directory instead of a partial view from its supernode (costs grow with the number of supernodes)", EnvVars: []string{"OVERLAYD_FULL_DIRECTORY"}},
 			&cli.StringFlag{Name: "role", Usage: "ordinary, supernode or auto (auto promotes and demotes itself by the --auto-* rules)", Value: string(d.Role), EnvVars: []string{"OVERLAYD_ROLE"}},
 			&cli.IntFlag{Name: "capacity", Usage: "ordinary nodes this node serves as a supernode", Value: d.Capacity, EnvVars: []string{"OVERLAYD_CAPACITY"}},
 			&cli.DurationFlag{Name: "announce-interval", Usage: "how often a supernode announces itself; entries expire after 3 missed intervals", Value: d.AnnounceInterval, EnvVars: []string{"OVERLAYD_ANNOUNCE_INTERVAL"}},
@@ -112,6 +113,7 @@ func configFrom(c *cli.Context) (node.Config, error) {
 	set("announce-addr", func() { cfg.AnnounceAddrs = c.StringSlice("announce-addr") })
 	set("bootstrap", func() { cfg.Bootstrap = c.StringSlice("bootstrap") })
 	set("mdns", func() { cfg.MDNS = c.Bool("mdns") })
+	set("full-directory", func() { cfg.FullDirectory = c.Bool("full-directory") })
 	set("role", func() { cfg.Role = node.Role(c.String("role")) })
 	set("capacity", func() { cfg.Capacity = c.Int("capacity") })
 	set("announce-interval", func() { cfg.AnnounceInterval = c.Duration("announce-interval") })

@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,21 +102,25 @@ func simCommand() *cli.Command {
 			"\n\nPolicies: " + strings.Join(sim.PolicyNames(), ", "),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "scenario", Usage: "scenario: " + strings.Join(sim.ScenarioNames(), ", "), Value: "skype2010"},
-			&cli.StringFlag{Name: "policy", Usage: "policy: " + strings.Join(sim.PolicyNames(), ", "), Value: "overlayd"},
+			&cli.StringFlag{Name: "policy", Usage: "policy: " + strings.Join(sim.PolicyNames(), ", ") + ", or all (each in turn, compared side by side in --out)", Value: "overlayd"},
 			&cli.IntFlag{Name: "clients", Usage: "ordinary nodes (0: the scenario's)"},
 			&cli.IntFlag{Name: "supernodes", Usage: "regular supernodes (0: the scenario's)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of the identities and every random choice", Value: 1},
 			&cli.DurationFlag{Name: "duration", Usage: "simulated time (0: the scenario's)"},
 			&cli.StringFlag{Name: "out", Usage: "write report.json, report.md and the plots into this directory"},
 		},
-		Subcommands: []*cli.Command{planCommand()},
+		Subcommands: []*cli.Command{planCommand(), dirCostCommand()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
 				return usageError{fmt.Errorf("testnet sim: unexpected argument %q", c.Args().First())}
 			}
-			pol, err := sim.FindPolicy(c.String("policy"))
-			if err != nil {
-				return usageError{fmt.Errorf("--policy: %w", err)}
+			pols := sim.Policies()
+			if name := c.String("policy"); name != "all" {
+				pol, err := sim.FindPolicy(name)
+				if err != nil {
+					return usageError{fmt.Errorf("--policy: %w (or all)", err)}
+				}
+				pols = []sim.Policy{pol}
 			}
 			for _, f := range []string{"clients", "supernodes"} {
 				if c.Int(f) < 0 {
@@ -124,15 +130,75 @@ func simCommand() *cli.Command {
 			if c.Duration("duration") < 0 {
 				return usageError{fmt.Errorf("--duration must be >= 0, got %v", c.Duration("duration"))}
 			}
-			cfg, err := sim.NewConfig(c.String("scenario"), pol, c.Int("clients"), c.Int("supernodes"), c.Uint64("seed"))
-			if err == nil && c.Duration("duration") > 0 {
-				cfg.Duration = c.Duration("duration")
-				err = cfg.Validate()
+			var reps []*sim.Report
+			for _, pol := range pols {
+				cfg, err := sim.NewConfig(c.String("scenario"), pol, c.Int("clients"), c.Int("supernodes"), c.Uint64("seed"))
+				if err == nil && c.Duration("duration") > 0 {
+					cfg.Duration = c.Duration("duration")
+					err = cfg.Validate()
+				}
+				if err != nil {
+					return usageError{err}
+				}
+				out := c.String("out")
+				if out != "" && len(pols) > 1 {
+					out = filepath.Join(out, pol.Name)
+				}
+				rep, err := runSim(c.App.Writer, c.App.ErrWriter, cfg, out)
+				if err != nil {
+					return err
+				}
+				reps = append(reps, rep)
 			}
+			if len(reps) > 1 && c.String("out") != "" {
+				files, err := sim.WriteComparison(reps, c.String("out"))
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(c.App.Writer, "comparison: %s\n", strings.Join(files, ", "))
+			}
+			return nil
+		},
+	}
+}
+
+// dirCostCommand is `overlayd testnet sim dircost`: the directory's cost
+// per node, today's design (every node hears the topic) against the two
+// tiers (ordinary nodes keep a view).
+func dirCostCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "dircost",
+		Usage: "the directory's traffic and signature checks per ordinary node and per supernode, by tier size",
+		Description: "Simulates the supernodes' announcements (on the daemon's schedule, through GossipSub) and the\n" +
+			"ordinary nodes' view refreshes and cross-checks (real signed messages, real views), and prints\n" +
+			"per node and per second the bytes received and the signature checks, for every node hearing the\n" +
+			"topic (today) and for the two tiers (view). The model and its assumptions: testnet/sim/dircost.go.\n\n" +
+			"Example: overlayd testnet sim dircost --supernodes 100,1000,10000,100000",
+		Flags: []cli.Flag{
+			&cli.IntSliceFlag{Name: "supernodes", Usage: "tier sizes, repeatable or comma-separated", Value: cli.NewIntSlice(100, 1_000, 10_000, 100_000)},
+			&cli.DurationFlag{Name: "interval", Usage: "the configured announce interval", Value: sim.DefaultDirCostParams().Base},
+			&cli.Uint64Flag{Name: "seed", Usage: "seed of every random choice", Value: 1},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return usageError{fmt.Errorf("testnet sim dircost: unexpected argument %q", c.Args().First())}
+			}
+			sizes := c.IntSlice("supernodes")
+			for _, n := range sizes {
+				if n < 1 || n > 1_000_000 {
+					return usageError{fmt.Errorf("--supernodes: %d is not in [1, 1000000]", n)}
+				}
+			}
+			p := sim.DefaultDirCostParams()
+			p.Base, p.Seed = c.Duration("interval"), c.Uint64("seed")
+			rows, err := sim.DirectoryCost(sizes, p)
 			if err != nil {
 				return usageError{err}
 			}
-			return runSim(c.App.Writer, c.App.ErrWriter, cfg, c.String("out"))
+			fmt.Fprint(c.App.Writer, sim.DirCostMarkdown(rows))
+			fmt.Fprintln(c.App.Writer)
+			fmt.Fprint(c.App.Writer, sim.DirCostRefreshMarkdown(rows))
+			return nil
 		},
 	}
 }
@@ -158,6 +224,8 @@ func planCommand() *cli.Command {
 			&cli.IntSliceFlag{Name: "mega-capacity", Usage: "mega sizes to plan for, repeatable or comma-separated (default: 5, 10 and 20 × --capacity)"},
 			&cli.Uint64Flag{Name: "seed", Usage: "first seed; the seeds are --seed, --seed+1, ...", Value: 1},
 			&cli.IntFlag{Name: "seeds", Usage: "seeds per candidate (the worst counts)", Value: 3},
+			&cli.IntFlag{Name: "parallel", Usage: "simulations to run at once (default: GOMAXPROCS); the plan is the same", Value: runtime.GOMAXPROCS(0)},
+			&cli.StringFlag{Name: "max-memory", Usage: "memory the simulations running at once may take, e.g. 8GiB or 512MiB; fewer run at once if they would not fit", Value: "4GiB"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
@@ -183,6 +251,21 @@ func planCommand() *cli.Command {
 			}
 			if err := in.Validate(); err != nil {
 				return usageError{err}
+			}
+			maxMem, err := parseBytes(c.String("max-memory"))
+			if err != nil {
+				return usageError{fmt.Errorf("--max-memory: %w", err)}
+			}
+			want := c.Int("parallel")
+			if want < 1 {
+				return usageError{fmt.Errorf("--parallel must be >= 1, got %d", want)}
+			}
+			if in.Parallel, err = in.Workers(want, maxMem); err != nil {
+				return fmt.Errorf("%w: raise --max-memory", err)
+			}
+			if in.Parallel < want {
+				fmt.Fprintf(c.App.ErrWriter, "plan: %d simulation(s) at once, not %d: each takes about %s and --max-memory is %s\n",
+					in.Parallel, want, sim.Bytes(in.Memory()), sim.Bytes(maxMem))
 			}
 			return runPlan(c.App.Writer, c.App.ErrWriter, in)
 		},
@@ -215,6 +298,27 @@ func parseTarget(s string) (float64, time.Duration, error) {
 	return frac, within, nil
 }
 
+// parseBytes reads a size: a number of bytes with an optional unit, KiB,
+// MiB, GiB or TiB (powers of 1024), or KB, MB, GB or TB (of 1000).
+func parseBytes(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	scale := 1.0
+	for _, u := range []struct {
+		suffix string
+		scale  float64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}} {
+		if v, ok := strings.CutSuffix(t, u.suffix); ok {
+			t, scale = strings.TrimSpace(v), u.scale
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || !(f > 0) || f*scale >= 1<<62 {
+		return 0, fmt.Errorf("want a positive size, e.g. 8GiB or 512MiB, got %q", s)
+	}
+	return int64(f * scale), nil
+}
+
 // runPlan searches and prints the plan, with a progress line on errw when
 // it is a terminal.
 func runPlan(w, errw io.Writer, in sim.PlanInput) error {
@@ -240,14 +344,14 @@ func runPlan(w, errw io.Writer, in sim.PlanInput) error {
 }
 
 // runSim runs one simulation, with a progress line on errw when it is a
-// terminal, and prints the summary on w.
-func runSim(w, errw io.Writer, cfg sim.Config, out string) error {
+// terminal, prints the summary on w, and returns the report.
+func runSim(w, errw io.Writer, cfg sim.Config, out string) (*sim.Report, error) {
 	fmt.Fprintf(w, "sim: scenario %s, policy %s, seed %d: %d supernodes (capacity %d), %d megas (%d), %d clients, %v simulated\n",
 		cfg.Scenario, cfg.Policy.Name, cfg.Seed, cfg.Supernodes, cfg.Capacity, cfg.Megas, cfg.MegaCapacity, cfg.Clients, cfg.Duration)
 	start := time.Now()
 	s, err := sim.New(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	setup := time.Since(start)
 	if isTerminal(errw) {
@@ -279,17 +383,21 @@ func runSim(w, errw io.Writer, cfg sim.Config, out string) error {
 	fmt.Fprintf(tw, "regular supernodes alive: fewest / end\t%.2f / %.2f\n", sum.RegularAliveMin, sum.RegularAliveEnd)
 	fmt.Fprintf(tw, "peak load / capacity; supernodes above capacity\t%.2f; %d\n", sum.PeakLoad, sum.AboveCapacity)
 	fmt.Fprintf(tw, "megas: peak clients\t%d\n", sum.MegaPeak)
+	if a := sum.Auto; a != nil {
+		fmt.Fprintf(tw, "auto: promotions / demotions; formed (99%% attached)\t%d / %d; %s\n", a.Promotions, a.Demotions, secs(a.FormedAt))
+		fmt.Fprintf(tw, "auto supernodes: at the crash / crashed / most / end\t%d / %d / %d / %d\n", a.ServingAtCrash, a.Crashed, a.ServingPeak, a.ServingEnd)
+	}
 	fmt.Fprintf(tw, "attempts: accept / busy / error; peak per 100 ms\t%d / %d / %d; %d\n", sum.Attempts.Accept, sum.Attempts.Busy, sum.Attempts.Error, sum.PeakAttempts100)
 	fmt.Fprintf(tw, "events; wall time (setup); events/s\t%d; %v (%v); %.0f\n", sum.Events, wall.Round(time.Millisecond), setup.Round(time.Millisecond), float64(sum.Events)/(wall-setup).Seconds())
 	tw.Flush()
 	if out != "" {
 		files, err := rep.Write(out)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		fmt.Fprintf(w, "report: %s\n", strings.Join(files, ", "))
 	}
-	return nil
+	return rep, nil
 }
 
 // isTerminal reports whether w is a character device (a terminal).

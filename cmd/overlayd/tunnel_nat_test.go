@@ -102,8 +102,24 @@ func TestTunnelNATRelayedThenDirect(t *testing.T) {
 		t.Fatalf("B's connect: %+v", c)
 	}
 	// It started on the relayed circuit and moved to a direct connection.
+	// Hole punching starts when B's relayed connection to A opens and
+	// takes a round trip or two here; B's first stream opens a round trip
+	// or two later too. When hole punching wins (seen once in CI under
+	// -race, 0 of 10 runs alone), the stream opens on the direct
+	// connection and there is no move to check: the transfer above passed,
+	// the move is not exercised, and the test says so instead of passing.
 	logs := bLogs.String()
-	if !strings.Contains(logs, "tunnel stream") || !strings.Contains(logs, "limited=true") {
+	first := ""
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "tunnel stream") {
+			first = l
+			break
+		}
+	}
+	if strings.Contains(first, "limited=false") {
+		t.Skipf("hole punching made the direct connection before B's first tunnel stream, so the move from the relay could not be exercised (the 100 MiB transfer passed): %s", first)
+	}
+	if first == "" || !strings.Contains(first, "limited=true") {
 		t.Fatalf("B's tunnel did not start relayed:\n%s", tail(logs, 40))
 	}
 	if c.Migrations < 1 || !strings.Contains(logs, "tunnel connection moved") || !strings.Contains(logs, "path=direct") {

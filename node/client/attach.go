@@ -182,6 +182,7 @@ func (c *Client) home() []peer.ID { return cluster.Home(c.rings.Load(), []byte(c
 // heard and the alternatives offered. The order and what each refusal
 // changes are decided by Pass; pass only talks to the network.
 func (c *Client) pass(ctx context.Context, reason pb.AttachRequest_Reason, last peer.ID, alts []peer.AddrInfo) (*session, time.Duration, []peer.AddrInfo) {
+	c.takeDistrusted()
 	home := c.home()
 	p := NewPass(PassInput{Self: c.h.ID(), Home: home, Last: last, Alts: alts, Snapshot: c.dir.Snapshot(),
 		NotBefore: c.notBefore, Now: c.now(), Bootstrap: c.cfg.Bootstrap, RedirectWait: c.cfg.AnnounceInterval}, c.rng)
@@ -338,6 +339,11 @@ func (c *Client) keep(ctx context.Context, sess *session) sessionEnd {
 		case <-dead.C:
 			c.m.deadSupernodes.Inc()
 			return sessionEnd{reason: fmt.Sprintf("no answer for %v", silence)}
+		case <-c.distrustNow:
+			if why, ok := c.isDistrusted(sess.peer); ok {
+				c.sendDetach(sess, "client leaves: "+why)
+				return sessionEnd{reason: "left: " + why}
+			}
 		case fr := <-frames:
 			if fr.err != nil {
 				return sessionEnd{reason: fmt.Sprintf("stream: %v", fr.err)}
@@ -402,6 +408,45 @@ func (c *Client) keep(ctx context.Context, sess *session) sessionEnd {
 	}
 }
 
+// Distrust makes the client leave supernode p if it is attached to it,
+// and not ask p again for d: the node found that p's view of the directory
+// disagrees with other supernodes' (overlay/view). why is logged and
+// reported as the session's end. Safe for concurrent use.
+func (c *Client) Distrust(p peer.ID, d time.Duration, why string) {
+	c.mu.Lock()
+	c.distrusted[p] = c.now().Add(d)
+	c.distrustWhy = why
+	c.mu.Unlock()
+	select {
+	case c.distrustNow <- struct{}{}:
+	default:
+	}
+}
+
+// isDistrusted reports whether p is distrusted now, and why.
+func (c *Client) isDistrusted(p peer.ID) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.distrustWhy, c.now().Before(c.distrusted[p])
+}
+
+// takeDistrusted copies the distrusted supernodes into Run's notBefore,
+// and forgets those whose time is over.
+func (c *Client) takeDistrusted() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	for p, until := range c.distrusted {
+		if !now.Before(until) {
+			delete(c.distrusted, p)
+			continue
+		}
+		if until.After(c.notBefore[p]) {
+			c.notBefore[p] = until
+		}
+	}
+}
+
 // nextReturn is when to look for room at home next: after half a
 // ReturnInterval plus a random part of one.
 func (c *Client) nextReturn() time.Time {
@@ -441,7 +486,8 @@ func (c *Client) linger(ctx context.Context, old, next *session, frames <-chan s
 // tryReturn attaches to a member of the home cluster that announced spare
 // capacity (returnTargets), without leaving the current session first.
 func (c *Client) tryReturn(ctx context.Context, home []peer.ID, current peer.ID) *session {
-	for _, ai := range ReturnTargets(home, current, c.dir.Snapshot(), c.notBefore, c.now()) {
+	c.takeDistrusted()
+	for _, ai := range ReturnTargets(c.h.ID(), home, current, c.dir.Snapshot(), c.notBefore, c.now()) {
 		sess, resp, err := c.attempt(ctx, ai, pb.AttachRequest_REASON_RETURN)
 		if err != nil {
 			continue

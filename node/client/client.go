@@ -179,6 +179,20 @@ func WithSessionHook(f func(sn peer.ID) (ended func())) Option {
 	}
 }
 
+// WithPartialView says the client's directory and ring come from a
+// partial view (overlay/view): groupsChanged is called after every Join
+// and Leave, so that the view covers the group's home, and a group
+// message's stamper need not be in the directory (mayBeHome). groupsChanged
+// must not block. (Run still waits for the ring to settle: the first view
+// may come from a supernode whose own ring is not complete yet, while the
+// network forms.)
+func WithPartialView(groupsChanged func()) Option {
+	return func(c *Client) error {
+		c.partialView, c.groupsChanged = true, groupsChanged
+		return nil
+	}
+}
+
 // Client is the ordinary node's side of attach and messaging; see the
 // package documentation.
 type Client struct {
@@ -198,7 +212,10 @@ type Client struct {
 	gate         <-chan struct{}
 	observe      func(Event)
 	onSession    func(peer.ID) func()
-	m            *metrics
+	// partialView, groupsChanged: WithPartialView.
+	partialView   bool
+	groupsChanged func()
+	m             *metrics
 
 	// Run's own state.
 	notBefore map[peer.ID]time.Time // supernodes that asked us to wait
@@ -207,6 +224,11 @@ type Client struct {
 	mu        sync.Mutex
 	cur       *session
 	failovers int
+	// distrusted: supernodes Distrust named, until when; Run moves them
+	// into notBefore. distrustNow wakes a session with one of them.
+	distrusted  map[peer.ID]time.Time
+	distrustWhy string
+	distrustNow chan struct{}
 
 	msg messenger
 }
@@ -230,6 +252,9 @@ func New(h host.Host, dir Directory, rings Rings, cfg Config, opts ...Option) (*
 		now:       time.Now,
 		notBefore: map[peer.ID]time.Time{},
 		m:         newMetrics(),
+
+		distrusted:  map[peer.ID]time.Time{},
+		distrustNow: make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		if err := o(c); err != nil {

@@ -186,8 +186,10 @@ func (m *MegaRing) order(self peer.ID) []peer.AddrInfo {
 // cluster, in ring order, that a client attached away from home asks to
 // take it back — those in the directory that announced spare capacity and
 // did not ask it to wait. Empty when the client is already home (current
-// is a member) or no member has room.
-func ReturnTargets(home []peer.ID, current peer.ID, snap *directory.Snapshot,
+// is a member) or no member has room. self, the client's own ID, is never
+// a target: a node promoted by --role auto is on the ring itself, and
+// libp2p refuses to dial self.
+func ReturnTargets(self peer.ID, home []peer.ID, current peer.ID, snap *directory.Snapshot,
 	notBefore map[peer.ID]time.Time, now time.Time) []peer.AddrInfo {
 	var out []peer.AddrInfo
 	for _, id := range home {
@@ -197,7 +199,7 @@ func ReturnTargets(home []peer.ID, current peer.ID, snap *directory.Snapshot,
 	}
 	for _, id := range home {
 		e, ok := snap.Get(id)
-		if !ok || e.Load >= e.Capacity || now.Before(notBefore[id]) {
+		if id == self || !ok || e.Load >= e.Capacity || now.Before(notBefore[id]) {
 			continue
 		}
 		out = append(out, peer.AddrInfo{ID: id, Addrs: e.Addrs})

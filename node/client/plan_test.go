@@ -275,14 +275,19 @@ func TestReturnTargets(t *testing.T) {
 		{"a member whose wait is over is asked", p[4], map[peer.ID]time.Time{p[2]: now}, []peer.ID{p[2], p[3]}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ids(ReturnTargets(home, tc.current, snap, tc.notBefore, now))
+			got := ids(ReturnTargets(p[0], home, tc.current, snap, tc.notBefore, now))
 			if !slices.Equal(got, tc.want) && !(len(got) == 0 && len(tc.want) == 0) {
 				t.Fatalf("returnTargets = %v, want %v", got, tc.want)
 			}
 		})
 	}
-	if got := ReturnTargets([]peer.ID{p[5]}, p[4], snap, nil, now); len(got) != 0 {
+	if got := ReturnTargets(p[0], []peer.ID{p[5]}, p[4], snap, nil, now); len(got) != 0 {
 		t.Fatalf("a home member missing from the directory was a target: %v", ids(got))
+	}
+	// A node promoted by --role auto is on the ring: its own supernode,
+	// with room, is in its home and must not be asked (dial to self).
+	if got := ids(ReturnTargets(p[2], home, p[4], snap, nil, now)); !slices.Equal(got, []peer.ID{p[3]}) {
+		t.Fatalf("returnTargets for a client that is home member p[2] = %v, want only p[3]", got)
 	}
 }
 

@@ -171,6 +171,16 @@ func rampCell(t time.Time, period time.Duration) int64 {
 // DNS address counts as its own name. limited is false when the subnet
 // limit does not apply: the address is loopback, private or link-local and
 // limitLocal is off.
+// Subnet is the subnet the ring's per-subnet limit counts a supernode
+// with these addresses in: the IPv4 /24 or IPv6 /48 of its first public
+// address, else of its first address, else a DNS name; "" for none. A
+// client's view cross-check asks a supernode of another subnet than its
+// own supernode's.
+func Subnet(addrs []ma.Multiaddr) string {
+	key, _ := subnetOf(addrs, true)
+	return key
+}
+
 func subnetOf(addrs []ma.Multiaddr, limitLocal bool) (key string, limited bool) {
 	var first netip.Addr
 	firstKey := ""

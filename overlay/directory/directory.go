@@ -36,6 +36,12 @@ type Entry struct {
 	// directory already held during its warm-up (Limits.Warmup after its
 	// first announcement), which it cannot tell from an established one.
 	RampFrom time.Time
+	// Signed is the GossipSub message that carried the announcement, as
+	// its supernode signed it (protocol.OpenSigned opens it): what a
+	// supernode serves in partial views (overlay/view). Nil when the entry
+	// came without one (Apply), or it was larger than
+	// protocol.MaxSignedAnnouncement.
+	Signed []byte
 }
 
 // Snapshot is an immutable view of the directory. Entries are sorted by peer
@@ -226,9 +232,9 @@ func New(opts ...Option) *Directory {
 	return d
 }
 
-// SetLimits sets the receiver-side limits. Call it before the first
-// announcement arrives (node sets them from its Config when it starts the
-// directory topic).
+// SetLimits sets the receiver-side limits: the node sets them from its
+// Config when it starts the directory topic, and again when the tier's
+// announce interval changes with its size (protocol.AnnounceInterval).
 func (d *Directory) SetLimits(l Limits) {
 	d.mu.Lock()
 	d.limits = l
@@ -277,19 +283,35 @@ func (d *Directory) takeLocked(m map[peer.ID]*bucket, id peer.ID, size float64, 
 }
 
 // Receive decodes an announcement carried in a message signed by signer and
-// applies it. Errors are *protocol.RejectError.
-func (d *Directory) Receive(signer peer.ID, data []byte, now time.Time) (Event, error) {
+// applies it. signed is that message as its signer signed it (kept as the
+// entry's Signed), or nil. Errors are *protocol.RejectError.
+func (d *Directory) Receive(signer peer.ID, data, signed []byte, now time.Time) (Event, error) {
 	a, err := protocol.UnmarshalAnnouncement(data)
 	if err != nil {
 		return Event{}, err
 	}
-	return d.Apply(signer, a, now)
+	return d.apply(signer, a, signed, now)
+}
+
+// ReceiveSigned opens a signed directory message (protocol.OpenSigned: a
+// view entry) and applies its announcement as Receive does. Errors are
+// *protocol.RejectError.
+func (d *Directory) ReceiveSigned(signed []byte, now time.Time) (Event, error) {
+	signer, data, err := protocol.OpenSigned(signed)
+	if err != nil {
+		return Event{}, err
+	}
+	return d.Receive(signer, data, signed, now)
 }
 
 // Apply checks a decoded announcement against the signer and the last
 // sequence number seen from its peer, and records it. Errors are
 // *protocol.RejectError.
 func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time) (Event, error) {
+	return d.apply(signer, a, nil, now)
+}
+
+func (d *Directory) apply(signer peer.ID, a protocol.Announcement, signed []byte, now time.Time) (Event, error) {
 	if signer != a.ID {
 		return Event{}, protocol.Reject(protocol.ReasonSignerMismatch, "announcement for %s signed by %s", a.ID, signer)
 	}
@@ -320,7 +342,11 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 		return Event{}, err
 	}
 	mark, known := d.seqs[a.ID]
-	if known && a.Seq <= mark.seq {
+	_, held := d.entries[a.ID]
+	// The same seq again is stale while the entry is live; after Retain
+	// dropped it (a partial view that no longer named it) the same
+	// announcement may come back in a later view, and is taken again.
+	if known && (a.Seq < mark.seq || a.Seq == mark.seq && held) {
 		return Event{}, protocol.Reject(protocol.ReasonStaleSeq, "announcement seq %d from %s, already have %d", a.Seq, a.ID, mark.seq)
 	}
 	if !known && len(d.seqs) >= d.maxEntries {
@@ -353,6 +379,9 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 		d.started = now
 	}
 	e := Entry{Announcement: a, FirstSeen: now, LastSeen: now, Expires: from.Add(ttl), Cert: cert, SupernodeCert: snCert, RampFrom: now}
+	if len(signed) <= protocol.MaxSignedAnnouncement {
+		e.Signed = signed
+	}
 	if now.Before(d.started.Add(d.limits.Warmup)) {
 		e.RampFrom = time.Time{}
 	}
@@ -378,6 +407,41 @@ func (d *Directory) Apply(signer peer.ID, a protocol.Announcement, now time.Time
 // first public address decides a ring member's subnet (overlay/cluster).
 func sameAddrs(a, b []ma.Multiaddr) bool {
 	return slices.EqualFunc(a, b, func(x, y ma.Multiaddr) bool { return x.Equal(y) })
+}
+
+// Verified reports whether the directory accepted an announcement of id
+// with a seq of at least seq: it holds a regular supernode's entry for id,
+// or remembers accepting one that has expired or been retained out since
+// (its sequence mark). A partial view's members are believed only so
+// (overlay/view.Members).
+func (d *Directory) Verified(id peer.ID, seq uint64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if e, ok := d.entries[id]; ok {
+		return e.Role == protocol.RoleSupernode
+	}
+	m, ok := d.seqs[id]
+	return ok && m.seq >= seq
+}
+
+// Retain removes every live entry whose peer keep does not hold, and
+// returns them as Departed events: an ordinary node keeps only the
+// supernodes of its latest partial view (overlay/view). Their sequence
+// marks stay, so an older announcement of theirs is still refused.
+func (d *Directory) Retain(keep func(peer.ID) bool) []Event {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var evs []Event
+	for id := range d.entries {
+		if !keep(id) {
+			delete(d.entries, id)
+			evs = append(evs, Event{Kind: Departed, ID: id})
+		}
+	}
+	if len(evs) > 0 {
+		d.changedLocked(true)
+	}
+	return evs
 }
 
 // Expire removes entries whose announcements stopped, and returns them.

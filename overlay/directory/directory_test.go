@@ -104,11 +104,11 @@ func TestApply(t *testing.T) {
 
 func TestReceiveRejectsUndecodable(t *testing.T) {
 	d := New()
-	_, err := d.Receive(newID(t), make([]byte, 64<<10), t0)
+	_, err := d.Receive(newID(t), make([]byte, 64<<10), nil, t0)
 	if protocol.ReasonOf(err) != protocol.ReasonOversize {
 		t.Fatalf("64 KiB: err = %v, want oversize", err)
 	}
-	_, err = d.Receive(newID(t), []byte{0xff}, t0)
+	_, err = d.Receive(newID(t), []byte{0xff}, nil, t0)
 	if protocol.ReasonOf(err) != protocol.ReasonUndecodable {
 		t.Fatalf("garbage: err = %v, want undecodable", err)
 	}
@@ -309,5 +309,38 @@ func TestMegaAnnouncements(t *testing.T) {
 	}
 	if evs := d.Revoke(11); len(evs) != 1 || d.Snapshot().Len() != 0 {
 		t.Fatalf("revoke: %v, %d left", evs, d.Snapshot().Len())
+	}
+}
+
+// TestRetain: Retain drops the entries not kept, as departures; the same
+// announcement of a dropped entry is taken again (a later partial view
+// names it again), an older one is still stale, and a live entry's seq
+// repeated is stale as before.
+func TestRetain(t *testing.T) {
+	d := New()
+	a, b := newID(t), newID(t)
+	for _, id := range []peer.ID{a, b} {
+		if _, err := d.Apply(id, ann(id, 5), t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := d.Retain(func(p peer.ID) bool { return p == a })
+	if len(evs) != 1 || evs[0].ID != b || evs[0].Kind != Departed {
+		t.Fatalf("Retain events %v, want b departed", evs)
+	}
+	if _, ok := d.Snapshot().Get(b); ok {
+		t.Fatal("b still held")
+	}
+	if !d.Verified(b, 5) || d.Verified(b, 6) || !d.Verified(a, 9) || d.Verified(newID(t), 1) {
+		t.Fatal("Verified: want b up to seq 5 (retained out), a (held), no stranger")
+	}
+	if _, err := d.Apply(a, ann(a, 5), t0); protocol.ReasonOf(err) != protocol.ReasonStaleSeq {
+		t.Fatalf("a's seq repeated while held: %v, want stale_seq", err)
+	}
+	if _, err := d.Apply(b, ann(b, 4), t0); protocol.ReasonOf(err) != protocol.ReasonStaleSeq {
+		t.Fatalf("b's older seq after Retain: %v, want stale_seq", err)
+	}
+	if ev, err := d.Apply(b, ann(b, 5), t0); err != nil || ev.Kind != Added {
+		t.Fatalf("b's same announcement after Retain: %v, %v; want added", ev, err)
 	}
 }

@@ -3773,6 +3773,265 @@ func (x *TunnelFrame) GetReason() string {
 	return ""
 }
 
+// ViewRequest asks a supernode for a partial view of the directory
+// (protocol.ViewID): the ring neighbourhood of each key, spare supernodes
+// and mega-supernodes. Ordinary nodes do not subscribe to the directory
+// topic; this is how they learn the supernodes they need.
+type ViewRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Keys whose ring neighbourhood is wanted: the client's peer ID bytes,
+	// the names of its groups. At most protocol.MaxViewKeys, each at most
+	// protocol.MaxViewKey bytes.
+	Keys [][]byte `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	// Entries the client holds: the server omits the signed announcement
+	// of an entry whose seq is not newer than the one given here. At most
+	// protocol.MaxViewEntries.
+	Have []*ViewHave `protobuf:"bytes,2,rep,name=have,proto3" json:"have,omitempty"`
+	// Only the keys' neighbourhoods: no spares, no megas (a cross-check
+	// compares neighbourhoods).
+	NeighboursOnly bool `protobuf:"varint,3,opt,name=neighbours_only,json=neighboursOnly,proto3" json:"neighbours_only,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ViewRequest) Reset() {
+	*x = ViewRequest{}
+	mi := &file_pb_overlayd_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ViewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ViewRequest) ProtoMessage() {}
+
+func (x *ViewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ViewRequest.ProtoReflect.Descriptor instead.
+func (*ViewRequest) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ViewRequest) GetKeys() [][]byte {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+func (x *ViewRequest) GetHave() []*ViewHave {
+	if x != nil {
+		return x.Have
+	}
+	return nil
+}
+
+func (x *ViewRequest) GetNeighboursOnly() bool {
+	if x != nil {
+		return x.NeighboursOnly
+	}
+	return false
+}
+
+// ViewHave names an entry a client holds.
+type ViewHave struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	PeerId        []byte                 `protobuf:"bytes,1,opt,name=peer_id,json=peerId,proto3" json:"peer_id,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ViewHave) Reset() {
+	*x = ViewHave{}
+	mi := &file_pb_overlayd_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ViewHave) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ViewHave) ProtoMessage() {}
+
+func (x *ViewHave) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ViewHave.ProtoReflect.Descriptor instead.
+func (*ViewHave) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ViewHave) GetPeerId() []byte {
+	if x != nil {
+		return x.PeerId
+	}
+	return nil
+}
+
+func (x *ViewHave) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// ViewResponse is a supernode's partial view. Every announcement in it is
+// the original GossipSub message its supernode signed, so the server can
+// omit entries but not invent or alter them.
+type ViewResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version of the server's ring (ring.Version); empty when it has
+	// none.
+	RingVersion string `protobuf:"bytes,1,opt,name=ring_version,json=ringVersion,proto3" json:"ring_version,omitempty"`
+	// At most protocol.MaxViewEntries.
+	Entries       []*ViewEntry `protobuf:"bytes,2,rep,name=entries,proto3" json:"entries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ViewResponse) Reset() {
+	*x = ViewResponse{}
+	mi := &file_pb_overlayd_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ViewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ViewResponse) ProtoMessage() {}
+
+func (x *ViewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ViewResponse.ProtoReflect.Descriptor instead.
+func (*ViewResponse) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *ViewResponse) GetRingVersion() string {
+	if x != nil {
+		return x.RingVersion
+	}
+	return ""
+}
+
+func (x *ViewResponse) GetEntries() []*ViewEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+// ViewEntry is one supernode of a view.
+type ViewEntry struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	PeerId []byte                 `protobuf:"bytes,1,opt,name=peer_id,json=peerId,proto3" json:"peer_id,omitempty"`
+	// The member's weight on the server's ring; 0 when it is not on the
+	// ring (a spare off every key's neighbourhood, a mega-supernode).
+	Weight uint32 `protobuf:"varint,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	// The seq of the announcement the server holds.
+	Seq uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The GossipSub message (go-libp2p-pubsub's pb.Message, as the
+	// supernode signed it on protocol.DirectoryTopic) carrying the
+	// announcement; empty when the client's ViewHave has this seq or a
+	// newer one.
+	Signed        []byte `protobuf:"bytes,4,opt,name=signed,proto3" json:"signed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ViewEntry) Reset() {
+	*x = ViewEntry{}
+	mi := &file_pb_overlayd_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ViewEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ViewEntry) ProtoMessage() {}
+
+func (x *ViewEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_pb_overlayd_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ViewEntry.ProtoReflect.Descriptor instead.
+func (*ViewEntry) Descriptor() ([]byte, []int) {
+	return file_pb_overlayd_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ViewEntry) GetPeerId() []byte {
+	if x != nil {
+		return x.PeerId
+	}
+	return nil
+}
+
+func (x *ViewEntry) GetWeight() uint32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *ViewEntry) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *ViewEntry) GetSigned() []byte {
+	if x != nil {
+		return x.Signed
+	}
+	return nil
+}
+
 var File_pb_overlayd_proto protoreflect.FileDescriptor
 
 const file_pb_overlayd_proto_rawDesc = "" +
@@ -4049,7 +4308,22 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"closeWrite\x12\x10\n" +
 	"\x03ack\x18\x04 \x01(\x04R\x03ack\x12\x14\n" +
 	"\x05reset\x18\x05 \x01(\bR\x05reset\x12\x16\n" +
-	"\x06reason\x18\x06 \x01(\tR\x06reason*?\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\"u\n" +
+	"\vViewRequest\x12\x12\n" +
+	"\x04keys\x18\x01 \x03(\fR\x04keys\x12)\n" +
+	"\x04have\x18\x02 \x03(\v2\x15.overlayd.v1.ViewHaveR\x04have\x12'\n" +
+	"\x0fneighbours_only\x18\x03 \x01(\bR\x0eneighboursOnly\"5\n" +
+	"\bViewHave\x12\x17\n" +
+	"\apeer_id\x18\x01 \x01(\fR\x06peerId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"c\n" +
+	"\fViewResponse\x12!\n" +
+	"\fring_version\x18\x01 \x01(\tR\vringVersion\x120\n" +
+	"\aentries\x18\x02 \x03(\v2\x16.overlayd.v1.ViewEntryR\aentries\"f\n" +
+	"\tViewEntry\x12\x17\n" +
+	"\apeer_id\x18\x01 \x01(\fR\x06peerId\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\rR\x06weight\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12\x16\n" +
+	"\x06signed\x18\x04 \x01(\fR\x06signed*?\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eROLE_SUPERNODE\x10\x01\x12\r\n" +
@@ -4077,7 +4351,7 @@ func file_pb_overlayd_proto_rawDescGZIP() []byte {
 }
 
 var file_pb_overlayd_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_pb_overlayd_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_pb_overlayd_proto_goTypes = []any{
 	(Role)(0),                  // 0: overlayd.v1.Role
 	(TunnelStatus)(0),          // 1: overlayd.v1.TunnelStatus
@@ -4126,6 +4400,10 @@ var file_pb_overlayd_proto_goTypes = []any{
 	(*TunnelOpen)(nil),         // 44: overlayd.v1.TunnelOpen
 	(*TunnelOpenResponse)(nil), // 45: overlayd.v1.TunnelOpenResponse
 	(*TunnelFrame)(nil),        // 46: overlayd.v1.TunnelFrame
+	(*ViewRequest)(nil),        // 47: overlayd.v1.ViewRequest
+	(*ViewHave)(nil),           // 48: overlayd.v1.ViewHave
+	(*ViewResponse)(nil),       // 49: overlayd.v1.ViewResponse
+	(*ViewEntry)(nil),          // 50: overlayd.v1.ViewEntry
 }
 var file_pb_overlayd_proto_depIdxs = []int32{
 	0,  // 0: overlayd.v1.Announcement.role:type_name -> overlayd.v1.Role
@@ -4170,11 +4448,13 @@ var file_pb_overlayd_proto_depIdxs = []int32{
 	37, // 39: overlayd.v1.MembershipBatch.records:type_name -> overlayd.v1.MembershipRecord
 	8,  // 40: overlayd.v1.Detach.alternatives:type_name -> overlayd.v1.PeerAddrs
 	1,  // 41: overlayd.v1.TunnelOpenResponse.status:type_name -> overlayd.v1.TunnelStatus
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	48, // 42: overlayd.v1.ViewRequest.have:type_name -> overlayd.v1.ViewHave
+	50, // 43: overlayd.v1.ViewResponse.entries:type_name -> overlayd.v1.ViewEntry
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_pb_overlayd_proto_init() }
@@ -4220,7 +4500,7 @@ func file_pb_overlayd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pb_overlayd_proto_rawDesc), len(file_pb_overlayd_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   42,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

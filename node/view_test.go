@@ -1,0 +1,404 @@
+package node
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	pubsubpb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/overlayd/overlayd/overlay/cluster"
+	"github.com/overlayd/overlayd/overlay/ring"
+	"github.com/overlayd/overlayd/overlay/view"
+	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/protocol/pb"
+)
+
+func (n *Node) viewCount(purpose, result string) float64 {
+	return testutil.ToFloat64(n.m.viewFetches.WithLabelValues(purpose, result))
+}
+
+func (n *Node) viewVerdicts(v view.Verdict) float64 {
+	return testutil.ToFloat64(n.m.viewChecks.WithLabelValues(v.String()))
+}
+
+func (n *Node) viewEntriesCounted(result string) float64 {
+	return testutil.ToFloat64(n.m.viewEntries.WithLabelValues(result))
+}
+
+// announcementsHeard is every announcement the node's topic validator
+// saw, accepted or refused for any reason.
+func (n *Node) announcementsHeard() float64 {
+	k := testutil.ToFloat64(n.m.accepted)
+	for _, r := range append(slices.Clone(protocol.Reasons), protocol.CertReasons...) {
+		k += n.rejectedForTest(string(r))
+	}
+	return k
+}
+
+// TestOrdinaryNodesKeepAView: in a network of 16 supernodes, ordinary
+// nodes hear no announcement (their validators count none, they are in no
+// supernode's topic mesh) and hold at most a view's worth of supernodes,
+// fewer than the tier; the real GossipSub messages their supernodes serve
+// verify (protocol.OpenSigned), and the home cluster their ring gives is
+// the one every supernode computes for their key. An honest network's
+// cross-checks agree.
+func TestOrdinaryNodesKeepAView(t *testing.T) {
+	const tier = 16
+	sns := viewTier(t, tier)
+	var cs []*Node
+	for range 4 {
+		cs = append(cs, startClientConfig(t, viewConfig(t, RoleOrdinary, p2pAddr(sns[rand.IntN(tier)]))))
+	}
+	for _, c := range cs {
+		waitFor(t, 20*time.Second, "client attached", func() bool { return c.attachmentForTest() != "" })
+		waitFor(t, 20*time.Second, "three refreshes and a cross-check", func() bool {
+			return c.viewCount("refresh", "ok") >= 3 && c.viewVerdicts(view.Agree) >= 1
+		})
+	}
+	for _, c := range cs {
+		if k := c.announcementsHeard(); k != 0 {
+			t.Errorf("ordinary node %s heard %v announcements", c.ID().ShortString(), k)
+		}
+		if b := testutil.ToFloat64(c.m.announceBytes); b != 0 {
+			t.Errorf("ordinary node counted %v bytes of the topic", b)
+		}
+		if k := c.Directory().Snapshot().Len(); k == 0 || k > view.Neighbours+view.Spares || k >= tier {
+			t.Errorf("ordinary node's directory holds %d supernodes; a view holds 1 to %d, fewer than the tier's %d",
+				k, view.Neighbours+view.Spares, tier)
+		}
+		if c.viewEntriesCounted("accepted") == 0 || c.viewEntriesCounted(string(protocol.ReasonBadSignature)) != 0 {
+			t.Errorf("view entries: %v accepted, %v with bad signatures", c.viewEntriesCounted("accepted"),
+				c.viewEntriesCounted(string(protocol.ReasonBadSignature)))
+		}
+		if v := c.viewVerdicts(view.Outvoted); v != 0 {
+			t.Errorf("%v cross-checks outvoted an honest supernode", v)
+		}
+		if v := c.Status().RingVersion; !slices.ContainsFunc(sns, func(sn *Node) bool { return sn.Ring().Version() == v }) {
+			t.Errorf("client shows ring version %q, which no supernode has", v)
+		}
+		home := cluster.Home(c.Ring(), []byte(c.ID()))
+		for _, sn := range sns {
+			if want := cluster.Home(sn.Ring(), []byte(c.ID())); !slices.Equal(home, want) {
+				t.Fatalf("client %s: home %v by its view, %v by supernode %s", c.ID().ShortString(), home, want, sn.ID().ShortString())
+			}
+		}
+	}
+	for _, sn := range sns {
+		for _, p := range sn.ps.ListPeers(protocol.DirectoryTopic) {
+			if byID(cs, p) != nil {
+				t.Fatalf("supernode %s has ordinary node %s in its announcement topic", sn.ID().ShortString(), p.ShortString())
+			}
+		}
+		if testutil.ToFloat64(sn.m.announceBytes) == 0 {
+			t.Fatalf("supernode %s counted no bytes of the topic", sn.ID().ShortString())
+		}
+	}
+}
+
+// viewConfig is attachConfig with an announce interval of a second and
+// keepalives of 300 ms: 16 supernodes under -race on a loaded 2-core
+// machine let 300 ms announcements (900 ms of life) expire.
+func viewConfig(t *testing.T, role Role, boot string) Config {
+	c := attachConfig(t, role, boot)
+	c.AnnounceInterval = time.Second
+	c.Keepalive = 300 * time.Millisecond
+	return c
+}
+
+// viewTier starts k supernodes of capacity 10 that know each other and
+// waits (longer than supernodes does: 16 under -race beside other tests)
+// until their rings agree.
+func viewTier(t *testing.T, k int) []*Node {
+	t.Helper()
+	var sns []*Node
+	boot := ""
+	for range k {
+		c := viewConfig(t, RoleSupernode, boot)
+		c.Capacity = 10
+		sns = append(sns, startNode(t, c))
+		boot = p2pAddr(sns[0])
+	}
+	start := time.Now()
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, sn := range sns {
+				l := -1
+				if r := sn.Ring(); r != nil {
+					l = r.Len()
+				}
+				t.Logf("supernode %s: ring %d, directory %d, confirmed %d", sn.ID().ShortString(), l, sn.Directory().Snapshot().Len(), len(sn.filterConfirmed(sn.Directory().Snapshot()).Entries))
+			}
+		}
+	})
+	waitFor(t, 60*time.Second, "supernode rings", func() bool {
+		for _, sn := range sns {
+			if r := sn.Ring(); r == nil || r.Len() != k {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("%d supernodes' rings complete %v after the last started", k, time.Since(start).Round(time.Millisecond))
+	return sns
+}
+
+// serveView replaces sn's view handler with one that answers as the real
+// one would, then passes the response through tamper.
+func serveView(t *testing.T, sn *Node, tamper func(req *pb.ViewRequest, resp *pb.ViewResponse)) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 1))
+	sn.Host().SetStreamHandler(protocol.ViewID, func(s network.Stream) {
+		defer s.Close()
+		var req pb.ViewRequest
+		if err := protocol.NewFrameReader(s, 1<<20).Read(&req); err != nil {
+			s.Reset()
+			return
+		}
+		have := map[peer.ID]uint64{}
+		for _, h := range req.GetHave() {
+			have[peer.ID(h.GetPeerId())] = h.GetSeq()
+		}
+		resp := view.Build(sn.Ring(), sn.Directory().Snapshot(), req.GetKeys(), have, req.GetNeighboursOnly(), rng)
+		tamper(&req, resp)
+		_ = protocol.WriteFrame(s, resp)
+	})
+}
+
+// TestViewOmissionDetected: the supernode a client is attached to omits
+// the client's other home members from the views it serves, so that the
+// client would see it as the only established member of its home (an
+// eclipse in the making). The cross-check with another supernode
+// disagrees, the home members asked outvote it, the verdict is counted,
+// and the client leaves it for an honest supernode and keeps the honest
+// home.
+func TestViewOmissionDetected(t *testing.T) {
+	sns := supernodes(t, 8, 10)
+	c := startClient(t, p2pAddr(sns[0]))
+	waitFor(t, 20*time.Second, "client attached", func() bool { return c.attachmentForTest() != "" })
+	liar := byID(sns, c.attachmentForTest())
+	honest := cluster.Home(liar.Ring(), []byte(c.ID()))
+	serveView(t, liar, func(req *pb.ViewRequest, resp *pb.ViewResponse) {
+		if !slices.ContainsFunc(req.GetKeys(), func(k []byte) bool { return string(k) == string(c.ID()) }) {
+			return
+		}
+		resp.Entries = slices.DeleteFunc(resp.Entries, func(e *pb.ViewEntry) bool {
+			id := peer.ID(e.GetPeerId())
+			return id != liar.ID() && slices.Contains(honest, id)
+		})
+	})
+	waitFor(t, 20*time.Second, "the liar outvoted", func() bool { return c.viewVerdicts(view.Outvoted) >= 1 })
+	waitFor(t, 20*time.Second, "client moved to an honest supernode", func() bool {
+		a := c.attachmentForTest()
+		return a != "" && a != liar.ID()
+	})
+	waitFor(t, 10*time.Second, "client's home is the honest one", func() bool {
+		return slices.Equal(cluster.Home(c.Ring(), []byte(c.ID())), honest)
+	})
+	t.Logf("outvoted %v times; moved from %s to %s; checks: %v agree, %v undecided", c.viewVerdicts(view.Outvoted),
+		liar.ID().ShortString(), c.attachmentForTest().ShortString(), c.viewVerdicts(view.Agree), c.viewVerdicts(view.Undecided))
+}
+
+// TestViewRampNotDistrusted: the supernode a client is attached to holds
+// every member but gives some of them other ring weights and a ring
+// version of its own, as an honest supernode does while it ramps a
+// newcomer's weight (honest supernodes' rings differ so for a whole ramp
+// period). The client's home then differs from the checker's at every
+// refresh and the home members are asked again and again, but weights
+// alone never outvote: the client stays with its supernode.
+func TestViewRampNotDistrusted(t *testing.T) {
+	sns := supernodes(t, 8, 800) // ring weight 8 each
+	c := startClient(t, p2pAddr(sns[0]))
+	waitFor(t, 20*time.Second, "client attached", func() bool { return c.attachmentForTest() != "" })
+	sn := byID(sns, c.attachmentForTest())
+	key := []byte(c.ID())
+	honest := cluster.Home(sn.Ring(), key)
+	// Lower some members' weights to 1 (a ramp's first step), choosing
+	// the ones whose lowering moves the client's home.
+	var lowered []peer.ID
+	for _, try := range [][]peer.ID{honest[:1], honest[1:2], honest[2:], honest, idsOf(sns)} {
+		try = slices.DeleteFunc(slices.Clone(try), func(p peer.ID) bool { return p == sn.ID() })
+		var ms []ring.Member
+		for _, m := range sn.Ring().Members() {
+			if slices.ContainsFunc(try, func(p peer.ID) bool { return p.String() == m.ID }) {
+				m.Weight = 1
+			}
+			ms = append(ms, m)
+		}
+		if h := view.Home(ms, key); len(try) > 0 && !slices.Equal(h, honest) {
+			lowered = try
+			break
+		}
+	}
+	if lowered == nil {
+		t.Fatalf("no choice of lowered weights moves the home %v", honest)
+	}
+	serveView(t, sn, func(_ *pb.ViewRequest, resp *pb.ViewResponse) {
+		resp.RingVersion = "ramping-" + resp.RingVersion
+		for _, e := range resp.Entries {
+			if e.GetWeight() > 0 && slices.Contains(lowered, peer.ID(e.GetPeerId())) {
+				e.Weight = 1
+			}
+		}
+	})
+	// viewStrikes undecided checks lead to one judgement (counted as
+	// undecided too); two rounds of them mean the home members were asked
+	// twice.
+	waitFor(t, 60*time.Second, "two judgements of the reweighted view", func() bool {
+		return c.viewVerdicts(view.Undecided) >= 2*viewStrikes || c.viewVerdicts(view.Outvoted) > 0
+	})
+	if n := c.viewVerdicts(view.Outvoted); n != 0 {
+		t.Fatalf("a view that differs by weights alone was outvoted %v times", n)
+	}
+	if a := c.attachmentForTest(); a != sn.ID() {
+		t.Fatalf("the client left its supernode %s for %s", sn.ID().ShortString(), a.ShortString())
+	}
+	t.Logf("lowered %d weights; %v checks undecided, %v agree", len(lowered), c.viewVerdicts(view.Undecided), c.viewVerdicts(view.Agree))
+}
+
+func idsOf(ns []*Node) []peer.ID {
+	var ids []peer.ID
+	for _, n := range ns {
+		ids = append(ids, n.ID())
+	}
+	return ids
+}
+
+// TestViewForgedEntryRefused: a supernode that alters an entry it serves
+// (raises another supernode's capacity, which would draw clients there)
+// cannot make the signature verify: the client refuses the entry, counts
+// it as bad_signature, and keeps what that supernode announced.
+func TestViewForgedEntryRefused(t *testing.T) {
+	sns := supernodes(t, 4, 10)
+	c := startClient(t, p2pAddr(sns[0]))
+	waitFor(t, 20*time.Second, "client attached", func() bool { return c.attachmentForTest() != "" })
+	forger := byID(sns, c.attachmentForTest())
+	var mu sync.Mutex
+	victims := map[peer.ID]bool{}
+	serveView(t, forger, func(_ *pb.ViewRequest, resp *pb.ViewResponse) {
+		for _, e := range resp.Entries {
+			if peer.ID(e.GetPeerId()) == forger.ID() || len(e.Signed) == 0 {
+				continue
+			}
+			mu.Lock()
+			victims[peer.ID(e.GetPeerId())] = true
+			mu.Unlock()
+			e.Signed = forgeCapacity(t, e.Signed)
+			return
+		}
+	})
+	waitFor(t, 20*time.Second, "forged entry counted", func() bool {
+		return c.viewEntriesCounted(string(protocol.ReasonBadSignature)) >= 1
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for v := range victims {
+		if e, ok := c.Directory().Snapshot().Get(v); ok && e.Capacity != 10 {
+			t.Fatalf("client holds capacity %d for %s, which announced 10", e.Capacity, v.ShortString())
+		}
+	}
+}
+
+// forgeCapacity rewrites the announcement in a signed directory message
+// with a capacity of 1,000,000, keeping the signature.
+func forgeCapacity(t *testing.T, signed []byte) []byte {
+	t.Helper()
+	return forgeSigned(t, signed, func(a *protocol.Announcement) { a.Capacity = 1_000_000 })
+}
+
+// forgeSigned rewrites the announcement in a signed directory message,
+// keeping the signature.
+func forgeSigned(t *testing.T, signed []byte, f func(a *protocol.Announcement)) []byte {
+	t.Helper()
+	var m pubsubpb.Message
+	if err := proto.Unmarshal(signed, &m); err != nil {
+		t.Fatal(err)
+	}
+	a, err := protocol.UnmarshalAnnouncement(m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f(&a)
+	if m.Data, err = a.Marshal(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := proto.Marshal(&m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestTierIntervalFollowsDirectory: a supernode whose directory holds 150
+// supernodes announces every 1.5 s instead of its configured 300 ms
+// (protocol.AnnounceInterval: 100 announcements a second for the tier),
+// and its receivers' limits follow, so the entry lives 3 such intervals.
+func TestTierIntervalFollowsDirectory(t *testing.T) {
+	sn := startNode(t, attachConfig(t, RoleSupernode, ""))
+	other := startNode(t, attachConfig(t, RoleSupernode, p2pAddr(sn)))
+	waitFor(t, 10*time.Second, "the two supernodes know each other", func() bool {
+		return hasAll(sn, []peer.ID{other.ID()}) && hasAll(other, []peer.ID{sn.ID()})
+	})
+	now := time.Now()
+	for i := range 149 {
+		id := newIDForTest(t)
+		a := protocol.Announcement{ID: id, Addrs: sn.Host().Addrs(), Role: protocol.RoleSupernode, Capacity: 10,
+			Version: protocol.Version, Seq: uint64(i + 1), Interval: 10 * time.Minute, Issued: now}
+		for _, n := range []*Node{sn, other} {
+			if _, err := n.Directory().Apply(id, a, now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := protocol.AnnounceInterval(300*time.Millisecond, 151)
+	if want <= 300*time.Millisecond {
+		t.Fatalf("a tier of %d does not stretch the interval", sn.Directory().Snapshot().Len())
+	}
+	waitFor(t, 10*time.Second, "announcer at the tier's interval", func() bool { return sn.announcer.Interval() == want })
+	// other hears sn's announcement with the stretched interval, and does
+	// not clamp it to twice its own configured 300 ms.
+	waitFor(t, 20*time.Second, "entry with the stretched interval", func() bool {
+		e, ok := other.Directory().Snapshot().Get(sn.ID())
+		return ok && e.Interval == want && e.Expires.Sub(e.LastSeen) > protocol.MissedAnnouncements*protocol.MaxIntervalFactor*300*time.Millisecond
+	})
+}
+
+// TestViewThroughOrdinaryBootstrap: a node that joins through an ordinary
+// node (its only bootstrap peer, as an mDNS neighbour may be) gets a hint
+// from it (that node's own view, signed entries without a ring), asks a
+// supernode named there for its view, and attaches.
+func TestViewThroughOrdinaryBootstrap(t *testing.T) {
+	sns := supernodes(t, 3, 10)
+	a := startClient(t, p2pAddr(sns[0]))
+	waitFor(t, 20*time.Second, "first client attached", func() bool { return a.attachmentForTest() != "" })
+	b := startClient(t, p2pAddr(a))
+	waitFor(t, 20*time.Second, "client joined through an ordinary node attached", func() bool { return b.attachmentForTest() != "" })
+	if home, want := cluster.Home(b.Ring(), []byte(b.ID())), cluster.Home(sns[0].Ring(), []byte(b.ID())); !slices.Equal(home, want) {
+		t.Fatalf("home %v, a supernode's %v", home, want)
+	}
+}
+
+// TestViewFromPeerFoundWithoutBootstrap: an ordinary node with no
+// bootstrap peers that is connected to a supernode (as mDNS connects the
+// peers it finds on a LAN) asks it for a view and attaches (found by
+// cmd/overlayd TestMDNSLANDaemonsFindEachOther: viewServers named only the
+// attached supernode, bootstrap peers and the view's entries).
+func TestViewFromPeerFoundWithoutBootstrap(t *testing.T) {
+	sn := startNode(t, attachConfig(t, RoleSupernode, ""))
+	c := attachConfig(t, RoleOrdinary, "")
+	c.MDNS = false // the test connects the peers itself, as mDNS would
+	o := startClientConfig(t, c)
+	if err := o.Host().Connect(context.Background(), peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "ordinary node attached to the supernode it is connected to", func() bool {
+		return o.attachmentForTest() == sn.ID()
+	})
+}
