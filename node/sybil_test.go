@@ -77,6 +77,15 @@ func (s *sybils) run(interval time.Duration) {
 	defer s.wg.Done()
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	// A publish waits up to an interval for a peer on the topic; once the
+	// honest nodes graylist the rogue every publish would, so stopping
+	// ends the wait (else close waited for a whole round: 64 intervals).
+	stopped, cancelAll := context.WithCancel(context.Background())
+	defer cancelAll()
+	go func() {
+		<-s.stop
+		cancelAll()
+	}()
 	for seq := uint64(1); ; seq++ {
 		for i, id := range s.ids {
 			a := protocol.Announcement{
@@ -88,9 +97,12 @@ func (s *sybils) run(interval time.Duration) {
 			if err != nil {
 				panic(err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), interval)
+			ctx, cancel := context.WithTimeout(stopped, interval)
 			_ = s.r.topic.Publish(ctx, b, pubsub.WithSecretKeyAndPeerId(s.keys[i], id), pubsub.WithReadiness(pubsub.MinTopicSize(1)))
 			cancel()
+			if stopped.Err() != nil {
+				return
+			}
 		}
 		select {
 		case <-s.stop:
