@@ -36,12 +36,13 @@ const maxPerPass = 8
 // can announce any.
 func plan(self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap *directory.Snapshot,
 	notBefore map[peer.ID]time.Time, now time.Time, rng *rand.Rand) []peer.AddrInfo {
-	return planWith(nil, self, home, last, alts, snap, notBefore, now, rng)
+	return planWith(nil, nil, self, home, last, alts, snap, notBefore, now, rng)
 }
 
-// planWith is plan with a mega ring built beforehand (nil: none); it is
-// used only if it was built from exactly the megas this pass may ask.
-func planWith(mr *MegaRing, self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap *directory.Snapshot,
+// planWith is plan with a mega ring and a plan index built beforehand
+// (nil: none); the ring is used only if it was built from exactly the
+// megas this pass may ask, the index only if it was built from snap.
+func planWith(mr *MegaRing, idx *PlanIndex, self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap *directory.Snapshot,
 	notBefore map[peer.ID]time.Time, now time.Time, rng *rand.Rand) []peer.AddrInfo {
 	out := make([]peer.AddrInfo, 0, maxPerPass)
 	seen := map[peer.ID]bool{self: true}
@@ -63,22 +64,20 @@ func planWith(mr *MegaRing, self peer.ID, home []peer.ID, last peer.ID, alts []p
 	}
 	// spare and megas index snap.Entries (an entry is a few hundred bytes:
 	// a pass over a directory of thousands copies none of them).
+	if idx == nil || idx.snap != snap {
+		idx = NewPlanIndex(snap)
+	}
 	var spare, megas []int
 	var weights []int
-	for i := range snap.Entries {
-		// The cheap tests first: skip looks up two maps, and most
-		// entries of a loaded network are full regular supernodes.
-		e := &snap.Entries[i]
-		switch {
-		case e.Role == protocol.RoleMega:
-			if !skip(e.ID) {
-				megas = append(megas, i)
-			}
-		case cluster.Spare(*e) > 0:
-			if !skip(e.ID) {
-				spare = append(spare, i)
-				weights = append(weights, cluster.Spare(*e))
-			}
+	for _, i := range idx.megas {
+		if !skip(snap.Entries[i].ID) {
+			megas = append(megas, i)
+		}
+	}
+	for k, i := range idx.spare {
+		if !skip(snap.Entries[i].ID) {
+			spare = append(spare, i)
+			weights = append(weights, idx.weights[k])
 		}
 	}
 	ais := make([]peer.AddrInfo, len(megas))
@@ -105,6 +104,37 @@ func planWith(mr *MegaRing, self peer.ID, home []peer.ID, last peer.ID, alts []p
 		add(ai, maxPerPass)
 	}
 	return out
+}
+
+// PlanIndex is what a failover pass scans of one directory snapshot: its
+// mega-supernodes and its other supernodes with spare capacity
+// (cluster.Spare), as indices into the snapshot's entries in their order,
+// with their spare capacity. Building it is one pass over the snapshot; a
+// caller planning many passes against one snapshot (testnet/sim plans
+// hundreds of thousands) builds it once and passes it in PassInput.Index,
+// and a pass then costs O(spare + megas) instead of O(directory). In a
+// loaded network most supernodes are full, so that is a small fraction.
+type PlanIndex struct {
+	snap    *directory.Snapshot
+	megas   []int
+	spare   []int
+	weights []int
+}
+
+// NewPlanIndex indexes snap.
+func NewPlanIndex(snap *directory.Snapshot) *PlanIndex {
+	x := &PlanIndex{snap: snap}
+	for i := range snap.Entries {
+		e := &snap.Entries[i]
+		switch {
+		case e.Role == protocol.RoleMega:
+			x.megas = append(x.megas, i)
+		case cluster.Spare(*e) > 0:
+			x.spare = append(x.spare, i)
+			x.weights = append(x.weights, cluster.Spare(*e))
+		}
+	}
+	return x
 }
 
 // megaOrder orders mega-supernodes for client self by a ring of the megas
@@ -231,6 +261,9 @@ type PassInput struct {
 	// Megas, if not nil, is the mega ring built beforehand for Snapshot
 	// (SnapshotMegaRing); the pass builds its own when it does not match.
 	Megas *MegaRing
+	// Index, if not nil, is NewPlanIndex(Snapshot) built beforehand; the
+	// pass builds its own when it was built from another snapshot.
+	Index *PlanIndex
 }
 
 // Pass is the pure bookkeeping of one failover pass: which supernode to
@@ -256,7 +289,7 @@ const MaxPerPass = maxPerPass
 // wait when the plan is empty). rng is the client's own source.
 func NewPass(in PassInput, rng *rand.Rand) *Pass {
 	p := &Pass{self: in.Self, now: in.Now, redirectWait: in.RedirectWait, notBefore: in.NotBefore}
-	p.candidates = planWith(in.Megas, in.Self, in.Home, in.Last, in.Alts, in.Snapshot, in.NotBefore, in.Now, rng)
+	p.candidates = planWith(in.Megas, in.Index, in.Self, in.Home, in.Last, in.Alts, in.Snapshot, in.NotBefore, in.Now, rng)
 	if len(p.candidates) == 0 {
 		// No directory yet: the bootstrap peers may be supernodes.
 		for _, b := range in.Bootstrap {

@@ -378,7 +378,7 @@ func TestPlanWithMegaRing(t *testing.T) {
 		for i, nb := range []map[peer.ID]time.Time{{}, {p[3]: time.Unix(10, 0)}} {
 			want := ids(plan(self, []peer.ID{p[0]}, "", nil, snap, nb, time.Unix(0, 0), rand.New(rand.NewPCG(1, 2))))
 			for _, mr := range []*MegaRing{fresh, stale} {
-				got := ids(planWith(mr, self, []peer.ID{p[0]}, "", nil, snap, nb, time.Unix(0, 0), rand.New(rand.NewPCG(1, 2))))
+				got := ids(planWith(mr, nil, self, []peer.ID{p[0]}, "", nil, snap, nb, time.Unix(0, 0), rand.New(rand.NewPCG(1, 2))))
 				if !slices.Equal(got, want) {
 					t.Fatalf("case %d: with a mega ring %v, without %v", i, got, want)
 				}
@@ -387,5 +387,47 @@ func TestPlanWithMegaRing(t *testing.T) {
 	}
 	if !fresh.matches(fresh.megas, fresh.caps) || stale.matches(fresh.megas, fresh.caps) {
 		t.Fatal("matches: want true for its own megas, false for other capacities")
+	}
+}
+
+// A plan index built beforehand gives the plan built without one, for
+// random directories and waits, and one built from another snapshot is
+// not used.
+func TestPlanWithIndex(t *testing.T) {
+	p := testIDs(t, 60)
+	rng := rand.New(rand.NewPCG(7, 8))
+	random := func() *directory.Snapshot {
+		var es []directory.Entry
+		for _, id := range p[:50] {
+			switch rng.IntN(4) {
+			case 0:
+				continue
+			case 1:
+				es = append(es, entry(id, protocol.RoleMega, uint32(100+rng.IntN(900)), uint32(rng.IntN(100))))
+			default:
+				c := uint32(1 + rng.IntN(20))
+				es = append(es, entry(id, protocol.RoleSupernode, c, uint32(rng.IntN(int(c)+1))))
+			}
+		}
+		return snapshot(es...)
+	}
+	now := time.Unix(100, 0)
+	for round := range 200 {
+		snap, other := random(), random()
+		nb := map[peer.ID]time.Time{}
+		for _, id := range p[:50] {
+			if rng.IntN(5) == 0 {
+				nb[id] = now.Add(time.Duration(rng.IntN(3)-1) * time.Second)
+			}
+		}
+		self, home := p[50+rng.IntN(10)], []peer.ID{p[rng.IntN(50)], p[rng.IntN(50)]}
+		seed := rng.Uint64()
+		want := ids(plan(self, home, "", nil, snap, nb, now, rand.New(rand.NewPCG(seed, 1))))
+		for _, idx := range []*PlanIndex{NewPlanIndex(snap), NewPlanIndex(other)} {
+			got := ids(planWith(nil, idx, self, home, "", nil, snap, nb, now, rand.New(rand.NewPCG(seed, 1))))
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d: with an index (of this snapshot: %v) %v, without %v", round, idx.snap == snap, got, want)
+			}
+		}
 	}
 }

@@ -186,7 +186,7 @@ func (s *Sim) startPass(i int32) *client.Pass {
 		last = s.sns[c.last].id
 	}
 	p := client.NewPass(client.PassInput{Self: id, Home: home, Last: last, Alts: c.alts(), Snapshot: s.snap,
-		NotBefore: c.nb(), Now: s.time(), RedirectWait: s.p.AnnounceInterval, Megas: s.megaRing}, s.rng)
+		NotBefore: c.nb(), Now: s.time(), RedirectWait: s.p.AnnounceInterval, Megas: s.megaRing, Index: s.planIndex}, s.rng)
 	c.setAlts(nil)
 	c.last = -1
 	c.state = csPass

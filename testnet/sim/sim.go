@@ -109,6 +109,7 @@ type Sim struct {
 	ringPolicy cluster.Policy
 	megaRing   *client.MegaRing // of snap's megas, rebuilt when they change
 	megaKey    string
+	planIndex  *client.PlanIndex // of snap, what every failover pass scans
 	membership uint64
 	// Alternatives' candidates: every entry of snap with spare capacity.
 	candAI    []peer.AddrInfo
@@ -409,6 +410,7 @@ func (s *Sim) refreshDirectory() {
 		return
 	}
 	s.snap = snap
+	s.planIndex = client.NewPlanIndex(snap)
 	var key []byte
 	for _, e := range snap.Entries {
 		if e.Role == protocol.RoleMega {
