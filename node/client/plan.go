@@ -3,6 +3,7 @@ package client
 import (
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -67,17 +68,23 @@ func planWith(mr *MegaRing, idx *PlanIndex, self peer.ID, home []peer.ID, last p
 	if idx == nil || idx.snap != snap {
 		idx = NewPlanIndex(snap)
 	}
-	var spare, megas []int
-	var weights []int
+	var megas []int
 	for _, i := range idx.megas {
 		if !skip(snap.Entries[i].ID) {
 			megas = append(megas, i)
 		}
 	}
-	for k, i := range idx.spare {
-		if !skip(snap.Entries[i].ID) {
-			spare = append(spare, i)
-			weights = append(weights, idx.weights[k])
+	// The spare supernodes this pass may ask: the index's, with those it
+	// skips weighted 0, which cluster.Sample never picks and draws around
+	// exactly as if they were absent. Only the few peers seen or parked
+	// are looked up, not every spare entry.
+	weights := slices.Clone(idx.weights)
+	for id := range seen {
+		idx.zero(weights, id)
+	}
+	for id, until := range notBefore {
+		if now.Before(until) {
+			idx.zero(weights, id)
 		}
 	}
 	ais := make([]peer.AddrInfo, len(megas))
@@ -94,7 +101,7 @@ func planWith(mr *MegaRing, idx *PlanIndex, self peer.ID, home []peer.ID, last p
 		add(ai, maxPerPass-megaSlot)
 	}
 	for _, i := range cluster.Sample(weights, maxPerPass-megaSlot-len(out), rng) {
-		e := &snap.Entries[spare[i]]
+		e := &snap.Entries[idx.spare[i]]
 		add(peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, maxPerPass-megaSlot)
 	}
 	if mr == nil || !mr.matches(ais, caps) {
@@ -119,6 +126,18 @@ type PlanIndex struct {
 	megas   []int
 	spare   []int
 	weights []int
+}
+
+// zero sets id's weight in weights (a copy of x.weights) to 0, if id is
+// one of the spare supernodes. x.spare is in entry order, which is ID
+// order, so a binary search finds it.
+func (x *PlanIndex) zero(weights []int, id peer.ID) {
+	k, ok := slices.BinarySearchFunc(x.spare, id, func(i int, id peer.ID) int {
+		return strings.Compare(string(x.snap.Entries[i].ID), string(id))
+	})
+	if ok {
+		weights[k] = 0
+	}
 }
 
 // NewPlanIndex indexes snap.

@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/directory"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -390,9 +391,9 @@ func TestPlanWithMegaRing(t *testing.T) {
 	}
 }
 
-// A plan index built beforehand gives the plan built without one, for
-// random directories and waits, and one built from another snapshot is
-// not used.
+// A plan index built beforehand gives the plan built without one, and
+// both give the plan before the index existed, for random directories
+// and waits; an index built from another snapshot is not used.
 func TestPlanWithIndex(t *testing.T) {
 	p := testIDs(t, 60)
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -422,12 +423,82 @@ func TestPlanWithIndex(t *testing.T) {
 		}
 		self, home := p[50+rng.IntN(10)], []peer.ID{p[rng.IntN(50)], p[rng.IntN(50)]}
 		seed := rng.Uint64()
-		want := ids(plan(self, home, "", nil, snap, nb, now, rand.New(rand.NewPCG(seed, 1))))
-		for _, idx := range []*PlanIndex{NewPlanIndex(snap), NewPlanIndex(other)} {
+		want := ids(planBeforeIndex(nil, self, home, "", nil, snap, nb, now, rand.New(rand.NewPCG(seed, 1))))
+		for _, idx := range []*PlanIndex{nil, NewPlanIndex(snap), NewPlanIndex(other)} {
 			got := ids(planWith(nil, idx, self, home, "", nil, snap, nb, now, rand.New(rand.NewPCG(seed, 1))))
 			if !slices.Equal(got, want) {
-				t.Fatalf("round %d: with an index (of this snapshot: %v) %v, without %v", round, idx.snap == snap, got, want)
+				t.Fatalf("round %d: with index %v (nil: built by the pass) %v, before the index %v", round, idx, got, want)
 			}
 		}
 	}
+}
+
+// planBeforeIndex is plan as it was before PlanIndex (it tested every
+// directory entry on every pass), kept as the reference the index must
+// reproduce exactly: the same candidates in the same order from the same
+// random source.
+func planBeforeIndex(mr *MegaRing, self peer.ID, home []peer.ID, last peer.ID, alts []peer.AddrInfo, snap *directory.Snapshot,
+	notBefore map[peer.ID]time.Time, now time.Time, rng *rand.Rand) []peer.AddrInfo {
+	out := make([]peer.AddrInfo, 0, maxPerPass)
+	seen := map[peer.ID]bool{self: true}
+	skip := func(id peer.ID) bool { return seen[id] || now.Before(notBefore[id]) }
+	add := func(ai peer.AddrInfo, limit int) {
+		if len(out) >= limit || skip(ai.ID) {
+			return
+		}
+		seen[ai.ID] = true
+		out = append(out, ai)
+	}
+	for _, id := range home {
+		if e, ok := snap.Get(id); ok {
+			add(peer.AddrInfo{ID: id, Addrs: e.Addrs}, maxPerPass)
+		}
+	}
+	if e, ok := snap.Get(last); ok && last != "" {
+		add(peer.AddrInfo{ID: last, Addrs: e.Addrs}, maxPerPass)
+	}
+	// spare and megas index snap.Entries (an entry is a few hundred bytes:
+	// a pass over a directory of thousands copies none of them).
+	var spare, megas []int
+	var weights []int
+	for i := range snap.Entries {
+		// The cheap tests first: skip looks up two maps, and most
+		// entries of a loaded network are full regular supernodes.
+		e := &snap.Entries[i]
+		switch {
+		case e.Role == protocol.RoleMega:
+			if !skip(e.ID) {
+				megas = append(megas, i)
+			}
+		case cluster.Spare(*e) > 0:
+			if !skip(e.ID) {
+				spare = append(spare, i)
+				weights = append(weights, cluster.Spare(*e))
+			}
+		}
+	}
+	ais := make([]peer.AddrInfo, len(megas))
+	caps := make([]uint32, len(megas))
+	for k, i := range megas {
+		e := &snap.Entries[i]
+		ais[k], caps[k] = peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, e.Capacity
+	}
+	megaSlot := 0
+	if len(megas) > 0 {
+		megaSlot = 1
+	}
+	for _, ai := range alts {
+		add(ai, maxPerPass-megaSlot)
+	}
+	for _, i := range cluster.Sample(weights, maxPerPass-megaSlot-len(out), rng) {
+		e := &snap.Entries[spare[i]]
+		add(peer.AddrInfo{ID: e.ID, Addrs: e.Addrs}, maxPerPass-megaSlot)
+	}
+	if mr == nil || !mr.matches(ais, caps) {
+		mr = NewMegaRing(ais, caps)
+	}
+	for _, ai := range mr.order(self) {
+		add(ai, maxPerPass)
+	}
+	return out
 }
