@@ -419,7 +419,8 @@ func (r *Run) checkLoss(p *Publisher) {
 	ctx, cancel := r.within(15 * time.Second)
 	defer cancel()
 	_ = r.Net.WaitDelivered(ctx, acked)
-	t := Totals(r.Net.Loss(acked))
+	ml := r.Net.Loss(acked)
+	t := Totals(ml)
 	r.Figure("loss_published", float64(len(acked)))
 	r.Figure("loss_lost", float64(t.Lost))
 	r.Figure("loss_duplicates", float64(t.Duplicates))
@@ -430,8 +431,32 @@ func (r *Run) checkLoss(p *Publisher) {
 	r.Check("no message lost with publishing throughout",
 		"every acknowledged publish of a client publishing throughout delivered to every member exactly once and in order",
 		fmt.Sprintf("N=%d acknowledged to %d members: %d lost, %d duplicates, %d out of order; %d gap notices, %d acknowledged after a retry, %d given up",
-			len(acked), t.Members, t.Lost, t.Duplicates, t.OutOfOrder, t.Gaps, st.Retried, st.Failed),
+			len(acked), t.Members, t.Lost, t.Duplicates, t.OutOfOrder, t.Gaps, st.Retried, st.Failed)+lossDetail(ml, acked),
 		len(acked) > 0 && t.Lost == 0 && t.Duplicates == 0 && t.OutOfOrder == 0)
+}
+
+// lossDetail names, for a failed loss check, the members that lost,
+// duplicated or reordered publishes, with the first lost one's place in
+// publish order and the home's stamp on it (at most 8 members), so
+// that a failure says which publish to look for in the nodes' logs.
+func lossDetail(ms []MemberLoss, acked []Acked) string {
+	var b strings.Builder
+	n := 0
+	for _, m := range ms {
+		if m.Lost == 0 && m.Duplicates == 0 && m.OutOfOrder == 0 {
+			continue
+		}
+		if n++; n > 8 {
+			b.WriteString("; …")
+			break
+		}
+		fmt.Fprintf(&b, "; %s: %d lost, %d duplicates, %d out of order", m.Name, m.Lost, m.Duplicates, m.OutOfOrder)
+		if m.FirstLost >= 0 {
+			a := acked[m.FirstLost]
+			fmt.Fprintf(&b, ", first lost #%d (id %x, stamped epoch %d seq %d)", m.FirstLost, a.ID, a.Epoch, a.Seq)
+		}
+	}
+	return b.String()
 }
 
 // --- scenarios ---
