@@ -17,6 +17,10 @@ func smallRun(t *testing.T, scenario string, adjust func(*RunConfig)) *Report {
 	if adjust != nil {
 		adjust(&rc)
 	}
+	// OVERLAYD_SCENARIO_FULL_DIRECTORY=1 runs the ordinary nodes on the
+	// announcement topic (the design before partial views), to tell
+	// whether a failure comes from the views.
+	rc.Config.FullDirectory = os.Getenv("OVERLAYD_SCENARIO_FULL_DIRECTORY") == "1"
 	// OVERLAYD_SCENARIO_LOG=FILE writes every node's debug log there, to
 	// read why a scenario failed.
 	if f := os.Getenv("OVERLAYD_SCENARIO_LOG"); f != "" {
