@@ -145,6 +145,7 @@ func (n *Node) startDirectory(ctx context.Context) error {
 	if n.sub, err = n.topic.Subscribe(); err != nil {
 		return err
 	}
+	n.heardSince = n.now()
 	n.goLoop(func() { n.drain(ctx) })
 	return nil
 }
@@ -250,6 +251,22 @@ func expiryTick(interval time.Duration) time.Duration {
 // (protocol.AnnounceInterval).
 func (n *Node) tierInterval() time.Duration {
 	return protocol.AnnounceInterval(n.cfg.AnnounceInterval, n.dir.Snapshot().Len())
+}
+
+// settleIntervals is how many of the tier's announce intervals a node
+// hears the announcement topic before its directory counts as settled:
+// every live supernode announces once an interval, and the second is
+// margin for gossip and for an announcer whose timer had just fired when
+// this node subscribed.
+const settleIntervals = 2
+
+// directorySettled reports whether this node has heard the announcement
+// topic for settleIntervals of the tier's interval, so that its directory
+// holds the live supernodes and its ring is the network's. A supernode
+// takes no group home role before (supernode.RouterConfig.Settled): just
+// started, its ring holds a few supernodes, at first itself alone.
+func (n *Node) directorySettled() bool {
+	return !n.heardSince.IsZero() && !n.now().Before(n.heardSince.Add(settleIntervals*n.tierInterval()))
 }
 
 // expireLoop removes entries whose supernodes stopped announcing. On a

@@ -78,16 +78,20 @@ type Node struct {
 	confirm *confirmations // supernodes this node confirmed serve overlayd at their addresses (confirm.go)
 
 	// Set by Start; read-only afterwards.
-	host      host.Host
-	rm        network.ResourceManager
-	ps        *pubsub.PubSub
-	topic     *pubsub.Topic
-	sub       *pubsub.Subscription
-	announcer *supernode.Announcer
-	sems      *capacity.Set
-	admission *supernode.Admission
-	router    *supernode.Router
-	engine    *fanout.Engine
+	host  host.Host
+	rm    network.ResourceManager
+	ps    *pubsub.PubSub
+	topic *pubsub.Topic
+	sub   *pubsub.Subscription
+	// heardSince is when this node began hearing the announcement
+	// topic (zero: it does not hear it); set before any goroutine that
+	// reads it starts.
+	heardSince time.Time
+	announcer  *supernode.Announcer
+	sems       *capacity.Set
+	admission  *supernode.Admission
+	router     *supernode.Router
+	engine     *fanout.Engine
 	// writers writes the sessions' outboxes; closed after admission.
 	writers   *fanout.Writers
 	store     *store.Store    // a supernode's replay logs and offline messages; closed last

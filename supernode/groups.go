@@ -73,6 +73,7 @@ func (r *Router) newHomeGroupLocked(g string) *homeGroup {
 	r.homes[g] = hg
 	r.adoptLogLocked(hg, g)
 	r.startSyncLocked(hg, g)
+	r.log.Debug("group home record created", "group", g, "epoch", hg.epoch, "syncing", hg.syncing)
 	return hg
 }
 
@@ -402,6 +403,11 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 	hg := r.homes[p.GetGroup()]
 	busy := ""
 	switch {
+	case !r.settled():
+		// Just started: its ring may lack the supernodes that hold the
+		// group's replicas (RouterConfig.Settled).
+		r.stats.HomeUnsettled.Add(1)
+		busy = "group home starting: its directory is still filling; retry with the same message id"
 	case !r.isGroupHome(p.GetGroup()):
 		// Sent by a supernode whose ring lags: a home numbers nothing
 		// once its own ring moves the group, so that what it answers a

@@ -1,6 +1,7 @@
 package supernode
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
@@ -45,7 +46,7 @@ func TestHomeGroupRefreshDoesNotPullAMemberBack(t *testing.T) {
 // would silently lose every message of the recreated group otherwise.
 func TestRecreatedHomeGroupHasANewerEpoch(t *testing.T) {
 	now := time.Unix(1000, 0) // a clock that does not move
-	r := &Router{cfg: RouterConfig{Now: func() time.Time { return now }}, homes: map[string]*homeGroup{}}
+	r := &Router{cfg: RouterConfig{Now: func() time.Time { return now }}, homes: map[string]*homeGroup{}, log: slog.New(slog.DiscardHandler)}
 	first := r.newHomeGroupLocked("g")
 	second := r.newHomeGroupLocked("g")
 	if first.epoch == 0 || second.epoch <= first.epoch {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +38,12 @@ func newNoLossCluster(t testing.TB, size int) *noLossCluster {
 // newNoLossClusterCap is newNoLossCluster with each supernode's
 // attached-peers capacity.
 func newNoLossClusterCap(t testing.TB, size, capacity int) *noLossCluster {
+	return newNoLossClusterWith(t, size, capacity, nil)
+}
+
+// newNoLossClusterWith is newNoLossClusterCap with each supernode's router
+// configuration passed through with(i, cfg) first, when with is not nil.
+func newNoLossClusterWith(t testing.TB, size, capacity int, with func(i int, cfg *RouterConfig)) *noLossCluster {
 	c := &noLossCluster{t: t, n: newTestNet(t), live: map[peer.ID]bool{}}
 	for i := range size {
 		st, err := store.Open(filepath.Join(t.TempDir(), fmt.Sprintf("sn%d.db", i)), store.Limits{})
@@ -44,12 +51,16 @@ func newNoLossClusterCap(t testing.TB, size, capacity int) *noLossCluster {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
-		sn := newSupernode(t, c.n, supernodeConfig{capacity: capacity, adm: AdmissionConfig{Keepalive: time.Minute}, router: &RouterConfig{
+		rc := &RouterConfig{
 			Ring:        c.ring.Load,
 			IsSupernode: c.isLive,
 			Refresh:     time.Hour, // refreshes are called by the tests
 			Store:       st,
-		}})
+		}
+		if with != nil {
+			with(i, rc)
+		}
+		sn := newSupernode(t, c.n, supernodeConfig{capacity: capacity, adm: AdmissionConfig{Keepalive: time.Minute}, router: rc})
 		c.sns = append(c.sns, sn)
 		c.live[sn.h.ID()] = true
 	}
@@ -682,4 +693,71 @@ func TestFormerHomeNumbersNothing(t *testing.T) {
 	if n := c.sns[0].r.stats.GroupPublishes.Load(); n != before {
 		t.Fatalf("the former home numbered %d publishes after its ring moved the group", n-before)
 	}
+}
+
+// TestStartingHomeAcknowledgesNothingUnreplicated: a supernode that has
+// just started (restarted, in the tour) hears the other supernodes over an
+// announce interval, and meanwhile its ring holds itself alone; the others'
+// rings already name it the home of a group. Taking the role then, it
+// found no one to gather replicas from nor to replicate to, numbered a
+// publish in a new epoch and acknowledged it while no other supernode held
+// it; the next home never learnt of it and it was lost at every member.
+// Until its directory settles it answers BUSY and numbers nothing; then it
+// gathers the replicas with the whole ring and every acknowledged publish
+// is held by a replica and delivered.
+func TestStartingHomeAcknowledgesNothingUnreplicated(t *testing.T) {
+	var own ring.Published // supernode 0's ring while it starts
+	var settled atomic.Bool
+	c := newNoLossClusterWith(t, 3, 16, func(i int, rc *RouterConfig) {
+		if i == 0 {
+			rc.Ring, rc.Settled = own.Load, settled.Load
+		}
+	})
+	ids := []peer.ID{c.sns[0].h.ID(), c.sns[1].h.ID(), c.sns[2].h.ID()}
+	own.Publish(newRing(t, ids[0]))
+	g := c.groupHomedAt(0)
+	mh := c.n.host(t)
+	m := c.attachMember(mh, 1, 1)
+	m.join(ids[1], g, nil)
+	waitFor(t, "the membership at the starting home", func() bool {
+		c.sns[0].r.mu.Lock()
+		defer c.sns[0].r.mu.Unlock()
+		hg := c.sns[0].r.homes[g]
+		return hg != nil && hg.at[mh.ID()] == ids[1]
+	})
+	pub := c.attachMember(c.n.host(t), 2, 1)
+	held := func() uint64 { return c.sns[1].r.stats.ReplicasHeld.Load() + c.sns[2].r.stats.ReplicasHeld.Load() }
+	id := protocol.NewMessageID()
+	res := pub.publishID(g, id, "m1")
+	if res.GetStatus() == pb.Result_STATUS_OK {
+		t.Fatalf("the starting home acknowledged a publish (epoch %d seq %d) that %d other supernodes hold", res.GetEpoch(), res.GetSeq(), held())
+	}
+	if res.GetStatus() != pb.Result_STATUS_BUSY {
+		t.Fatalf("publish at the starting home: %v %s, want BUSY", res.GetStatus(), res.GetDetail())
+	}
+	if n := c.sns[0].r.stats.GroupPublishes.Load(); n != 0 {
+		t.Fatalf("the starting home numbered %d publishes", n)
+	}
+	if n := c.sns[0].r.stats.HomeUnsettled.Load(); n != 1 {
+		t.Fatalf("unsettled refusals counted %d, want 1", n)
+	}
+	// Its directory fills and settles: the retry is numbered after the
+	// sync, held by a replica, and delivered.
+	own.Publish(c.ring.Load())
+	settled.Store(true)
+	for range 50 {
+		if res = pub.publishID(g, id, "m1"); res.GetStatus() == pb.Result_STATUS_OK {
+			break
+		}
+	}
+	if res.GetStatus() != pb.Result_STATUS_OK {
+		t.Fatalf("publish once settled: %v %s", res.GetStatus(), res.GetDetail())
+	}
+	if held() == 0 {
+		t.Fatal("acknowledged once settled, but no other supernode holds it")
+	}
+	if c.sns[0].r.stats.Syncs.Load() == 0 {
+		t.Fatal("the home numbered without gathering the replicas")
+	}
+	m.waitPayloads("the member", want(1, 1))
 }

@@ -364,6 +364,7 @@ func (r *Router) refresh() {
 		hg.expire(now)
 		if len(hg.at) == 0 && now.Sub(hg.lastUse) > 3*r.cfg.Refresh {
 			delete(r.homes, g)
+			r.log.Debug("group home record dropped: no members, idle", "group", g)
 		}
 	}
 	r.mu.Unlock()

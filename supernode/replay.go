@@ -136,11 +136,9 @@ func (r *Router) startReplayLocked(hg *homeGroup, k replayKey, from store.Pos) {
 		hg.replaying[k.sn] = true
 	}
 	r.replays[k] = &replayJob{key: k, after: from}
+	r.log.Debug("group replay started", "group", k.group, "to", k.sn.ShortString(), "member", k.member.ShortString(), "after_epoch", from.Epoch, "after_seq", from.Seq)
 	r.stats.ReplaysStarted.Add(1)
-	select {
-	case r.replayWake <- struct{}{}:
-	default:
-	}
+	r.wakeReplayer()
 }
 
 // replayLoop runs the replays, replayFramesPerTick frames a tick, and

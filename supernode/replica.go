@@ -129,10 +129,7 @@ func (r *Router) replicateLocked(p *pb.GroupPublish, gm *pb.GroupMessage) bool {
 		p: p, need: need, acked: map[peer.ID]bool{}, replicas: reps, frame: frame,
 		deadline: r.cfg.Now().Add(replicationTimeout),
 	}
-	select {
-	case r.replayWake <- struct{}{}:
-	default:
-	}
+	r.wakeReplayer()
 	return false
 }
 
@@ -174,6 +171,12 @@ func (r *Router) sweepReplication() {
 	var waiting []*pb.GroupPublish
 	for g, s := range r.syncs {
 		switch {
+		case s.pending:
+			if hg := r.homes[g]; hg == nil {
+				delete(r.syncs, g)
+			} else if r.settled() && !r.askSyncLocked(hg, g, s) {
+				waiting = append(waiting, r.endSyncLocked(g)...)
+			}
 		case now.After(s.deadline):
 			waiting = append(waiting, r.endSyncLocked(g)...)
 		case now.Sub(s.asked) >= syncReask:
@@ -271,6 +274,9 @@ func (r *Router) onReplica(from peer.ID, gm *pb.GroupMessage) {
 
 // groupSync is a new home gathering the replicas of a group.
 type groupSync struct {
+	// pending: made before this supernode's directory settled; it asks
+	// once it has (sweepReplication), with the ring it has then.
+	pending  bool
 	waiting  []peer.ID
 	deadline time.Time
 	// request is the ReplicaSync frame, asked again every syncReask of
@@ -291,18 +297,43 @@ func (r *Router) startSyncLocked(hg *homeGroup, g string) {
 	if r.cfg.Store == nil {
 		return
 	}
-	reps := r.syncPeersOf(g)
-	if len(reps) == 0 {
+	s := &groupSync{pending: true}
+	if !r.settled() {
+		// Its ring may lack the peers to ask: asked once it has settled.
+		hg.syncing = true
+		r.syncs[g] = s
+		r.wakeReplayer()
 		return
 	}
-	last, _ := r.cfg.Store.ReplayLast(g)
+	r.askSyncLocked(hg, g, s)
+}
+
+// askSyncLocked sends sync s of group g to the supernodes at the group's
+// place on the ring and reports whether there was anyone to ask; with no
+// one, hg numbers at once. r.mu is held.
+func (r *Router) askSyncLocked(hg *homeGroup, g string, s *groupSync) bool {
+	s.pending = false
+	reps := r.syncPeersOf(g)
+	if len(reps) == 0 {
+		return false
+	}
 	hg.syncing = true
-	frame := encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: g, Epoch: last.Epoch, AfterSeq: last.Seq}}})
-	r.syncs[g] = &groupSync{waiting: reps, deadline: r.cfg.Now().Add(syncTimeout), request: frame, asked: r.cfg.Now()}
+	last, _ := r.cfg.Store.ReplayLast(g)
+	now := r.cfg.Now()
+	s.waiting, s.deadline, s.asked = reps, now.Add(syncTimeout), now
+	s.request = encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: g, Epoch: last.Epoch, AfterSeq: last.Seq}}})
+	r.syncs[g] = s
 	for _, sn := range reps {
-		r.links.send(sn, frame)
+		r.links.send(sn, s.request)
 	}
 	r.stats.Syncs.Add(1)
+	r.wakeReplayer()
+	return true
+}
+
+// wakeReplayer wakes the replay loop, which also sweeps replication and
+// syncs.
+func (r *Router) wakeReplayer() {
 	select {
 	case r.replayWake <- struct{}{}:
 	default:
@@ -347,7 +378,7 @@ func (r *Router) onReplicaSync(from peer.ID, s *pb.ReplicaSync) {
 	if s.GetDone() {
 		var waiting []*pb.GroupPublish
 		r.mu.Lock()
-		if sync := r.syncs[g]; sync != nil {
+		if sync := r.syncs[g]; sync != nil && !sync.pending {
 			sync.waiting = slices.DeleteFunc(sync.waiting, func(p peer.ID) bool { return p == from })
 			if len(sync.waiting) == 0 {
 				waiting = r.endSyncLocked(g)
@@ -397,6 +428,7 @@ func (r *Router) endSyncLocked(g string) []*pb.GroupPublish {
 	}
 	hg.syncing = false
 	r.adoptLogLocked(hg, g)
+	r.log.Debug("group home numbers", "group", g, "epoch", hg.epoch, "seq", hg.seq)
 	waiting := hg.waiting
 	hg.waiting = nil
 	return waiting
@@ -432,9 +464,9 @@ func (r *Router) noLossSeries(c *seriesCollector) {
 		"Group resumes this supernode served as a group's home, by outcome: started, done, gap (done, but the replay log no longer held all that was asked: the member got a gap notice), refused (too many replays waiting: answered at once as not replayed).",
 		"outcome", map[string]*atomic.Uint64{"started": &s.ReplaysStarted, "done": &s.ReplaysDone, "gap": &s.ReplaysGap, "refused": &s.ReplaysRefused})
 	c.labelled("overlayd_supernode_group_replicas_total",
-		"Home replication of group messages, by event: sent (replica frames this home sent), held (replicas stored for another home), refused (replicas refused: not from the group's home cluster, not signed, or the store refused), timeout (publishes not replicated in time: the publisher was told BUSY and retries), retry_answered (a publisher's retry answered without numbering it again), sync (takeovers: a new home gathered the replicas).",
+		"Home replication of group messages, by event: sent (replica frames this home sent), held (replicas stored for another home), refused (replicas refused: not from the group's home cluster, not signed, or the store refused), timeout (publishes not replicated in time: the publisher was told BUSY and retries), retry_answered (a publisher's retry answered without numbering it again), sync (takeovers: a new home gathered the replicas), unsettled (publishes answered BUSY because this supernode had just started and its directory was still filling).",
 		"event", map[string]*atomic.Uint64{"sent": &s.ReplicasSent, "held": &s.ReplicasHeld, "refused": &s.ReplicasRefused,
-			"timeout": &s.ReplicationTimeouts, "retry_answered": &s.PublishRetries, "sync": &s.Syncs})
+			"timeout": &s.ReplicationTimeouts, "retry_answered": &s.PublishRetries, "sync": &s.Syncs, "unsettled": &s.HomeUnsettled})
 	for _, u := range []struct {
 		name, help string
 		value      *atomic.Uint64
@@ -477,3 +509,7 @@ func (r *Router) NoLoss() (NoLossStats, bool) {
 		OfflineRefused: s.OfflineOverQuota.Load() + s.OfflineFull.Load() + s.OfflineInvalid.Load() + s.OfflineBusy.Load(),
 	}, true
 }
+
+// settled reports whether this supernode's directory has settled
+// (RouterConfig.Settled): until then it takes no group home role.
+func (r *Router) settled() bool { return r.cfg.Settled == nil || r.cfg.Settled() }

@@ -44,6 +44,17 @@ type RouterConfig struct {
 	// Refresh is how often presence and group membership are re-sent to
 	// their homes; records expire after 3 refreshes without one.
 	Refresh time.Duration
+	// Settled reports whether this supernode's directory holds the live
+	// supernodes, so that its ring may name group homes. A supernode that
+	// has just started hears the others over an announce interval, and
+	// until then its ring holds a few of them (at first itself alone):
+	// as a group's home it would find no one to gather replicas from or
+	// replicate to, and acknowledge what no other supernode holds. Until
+	// Settled it numbers nothing (publishes are answered BUSY, and the
+	// publisher retries with the same ID) and a home record it makes
+	// waits to gather the replicas with the ring it has then. nil:
+	// settled from the start.
+	Settled func() bool
 	// CacheTTL bounds how long a looked-up location is trusted; CacheSize
 	// how many are kept.
 	CacheTTL  time.Duration
@@ -175,8 +186,10 @@ type RouterStats struct {
 	ReplaysStarted, ReplaysDone, ReplaysGap, ReplaysRefused, Replayed, ResumesTimedOut, ResumesResent, ReplayLogFailed atomic.Uint64
 	// Home replication (replica.go): replica frames sent, replicas held
 	// for other homes, replicas refused, publishes not replicated in
-	// time, publish retries answered without renumbering, syncs started.
-	ReplicasSent, ReplicasHeld, ReplicasRefused, ReplicationTimeouts, PublishRetries, Syncs atomic.Uint64
+	// time, publish retries answered without renumbering, syncs started,
+	// publishes answered BUSY while this supernode's directory was still
+	// filling (RouterConfig.Settled).
+	ReplicasSent, ReplicasHeld, ReplicasRefused, ReplicationTimeouts, PublishRetries, Syncs, HomeUnsettled atomic.Uint64
 	// Offline store-and-forward (offline.go). OfflineSent: messages of
 	// this supernode's clients a majority of the home cluster stored.
 	// As a replica: OfflineStored (new messages stored), OfflineDelivered
@@ -618,6 +631,7 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 		gm := k.GroupMessage
 		if h, ok := r.groupHome(gm.GetGroup()); !ok || h != from {
 			r.stats.GroupRefused.Add(1)
+			r.log.Debug("group frame refused: not from the home by this ring", "group", gm.GetGroup(), "from", from.ShortString(), "ringhome", h.ShortString(), "epoch", gm.GetEpoch(), "seq", gm.GetSeq())
 			return
 		}
 		if err := protocol.VerifyStamp(gm, from); err != nil {
