@@ -214,6 +214,7 @@ func (r *Router) onGroupOp(client peer.ID, op *pb.GroupOp) {
 func (r *Router) sendMembership(ups []membershipUpdate) {
 	batches := map[peer.ID][]*pb.MembershipRecord{}
 	self := r.self()
+	told := map[string]peer.ID{}
 	for _, u := range ups {
 		h, ok := r.groupHome(u.group)
 		if !ok {
@@ -221,7 +222,11 @@ func (r *Router) sendMembership(ups []membershipUpdate) {
 		}
 		batches[h] = append(batches[h], &pb.MembershipRecord{Group: u.group, Member: []byte(u.member), Supernode: []byte(self), Join: u.join, Refresh: u.refresh, Claim: u.claim,
 			Resume: u.resume, SupernodeResume: u.snResume, ResumeEpoch: u.pos.Epoch, ResumeSeq: u.pos.Seq})
+		if u.join {
+			told[u.group] = h
+		}
 	}
+	r.noteToldHomes(told)
 	for h, recs := range batches {
 		for _, b := range membershipBatches(recs) {
 			if h == self {
@@ -487,7 +492,7 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 				continue // its replay ends with what was numbered until then
 			}
 			if sn == self {
-				r.fanoutLocalLocked(gm)
+				r.fanoutLocalLocked(gm, true)
 				continue
 			}
 			if r.links.sendGroup(sn, frame) {
@@ -520,17 +525,19 @@ func (r *Router) publishResult(p *pb.GroupPublish, res *pb.Result) {
 }
 
 // fanoutLocal delivers a group message to this supernode's local members:
-// wrapped once, fanned out by the engine.
-func (r *Router) fanoutLocal(gm *pb.GroupMessage) {
+// wrapped once, fanned out by the engine. movePos: the message is from
+// the group's home by this supernode's ring, and its position becomes
+// this supernode's in the group when it is later.
+func (r *Router) fanoutLocal(gm *pb.GroupMessage, movePos bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.fanoutLocalLocked(gm)
+	r.fanoutLocalLocked(gm, movePos)
 }
 
 // fanoutLocalLocked is fanoutLocal with r.mu held: the engine's Fanout
 // only queues, and calling it under the lock keeps the order in which
 // messages were numbered or received.
-func (r *Router) fanoutLocalLocked(gm *pb.GroupMessage) {
+func (r *Router) fanoutLocalLocked(gm *pb.GroupMessage, movePos bool) {
 	if len(gm.GetOnly()) > 0 {
 		r.deliverOnly(gm)
 		return
@@ -539,7 +546,7 @@ func (r *Router) fanoutLocalLocked(gm *pb.GroupMessage) {
 	if lg == nil {
 		return
 	}
-	if p := (store.Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}); after(p, r.pos[gm.GetGroup()]) {
+	if p := (store.Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}); movePos && after(p, r.pos[gm.GetGroup()]) {
 		r.pos[gm.GetGroup()] = p
 	}
 	// The engine's job queue is bounded; a full queue drops the message
@@ -617,4 +624,59 @@ func (r *Router) onMembersRequest(client peer.ID, req *pb.MembersRequest) {
 		}
 		reply(resp.GetMembers(), "")
 	})
+}
+
+// Rings disagree for a while when supernodes come and go (announcements
+// reach each supernode at its own time; a newcomer's weight ramps in
+// steps each supernode takes at its own tick). A group's home sends its
+// frames to the supernodes that told it their members; a supernode whose
+// ring has meanwhile moved the group elsewhere, or moved it back, dropped
+// them as not from the home, and nothing sent them again: the home
+// replays only to supernodes new to it. So a supernode takes a group's
+// frames from the home by its ring and from every supernode it told its
+// members of the group to, for as long as that one keeps the record
+// (three refresh intervals): its own ring named that one the home then.
+// A supernode its ring never named cannot have a message fanned out here.
+
+// noteToldHomes records that this supernode told its members of each
+// group to the home given (a join or a refresh).
+func (r *Router) noteToldHomes(told map[string]peer.ID) {
+	if len(told) == 0 {
+		return
+	}
+	until := r.cfg.Now().Add(3 * r.cfg.Refresh)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for g, h := range told {
+		hs := r.toldHomes[g]
+		if hs == nil {
+			hs = map[peer.ID]time.Time{}
+			r.toldHomes[g] = hs
+		}
+		hs[h] = until
+	}
+}
+
+// toldHome reports whether this supernode told its members of group to
+// supernode p and p's record of them lasts.
+func (r *Router) toldHome(group string, p peer.ID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	until, ok := r.toldHomes[group][p]
+	return ok && r.cfg.Now().Before(until)
+}
+
+// expireToldHomesLocked forgets the homes whose records of this
+// supernode's members have lapsed. r.mu is held.
+func (r *Router) expireToldHomesLocked(now time.Time) {
+	for g, hs := range r.toldHomes {
+		for h, until := range hs {
+			if !now.Before(until) {
+				delete(hs, h)
+			}
+		}
+		if len(hs) == 0 {
+			delete(r.toldHomes, g)
+		}
+	}
 }

@@ -761,3 +761,47 @@ func TestStartingHomeAcknowledgesNothingUnreplicated(t *testing.T) {
 	}
 	m.waitPayloads("the member", want(1, 1))
 }
+
+// TestLaggingRingTakesTheHomesFrames: a member's supernode told the
+// group's home its members, then its ring moved the group elsewhere for a
+// while (announcements reach supernodes at different times; a newcomer's
+// weight ramps in steps each takes at its own tick) and back. Meanwhile
+// it dropped the home's frames as not from the home, and nothing sent
+// them again (the home replays only to supernodes new to it): lost at
+// every member there. It takes the frames of a home it told its members
+// to while that home's record of them lasts.
+func TestLaggingRingTakesTheHomesFrames(t *testing.T) {
+	var own ring.Published // supernode 2's ring
+	c := newNoLossClusterWith(t, 3, 16, func(i int, rc *RouterConfig) {
+		if i == 2 {
+			rc.Ring = own.Load
+		}
+	})
+	own.Publish(c.ring.Load())
+	ids := []peer.ID{c.sns[0].h.ID(), c.sns[1].h.ID(), c.sns[2].h.ID()}
+	g := c.groupHomedAt(0)
+	mh := c.n.host(t)
+	m := c.attachMember(mh, 2, 1)
+	m.join(ids[2], g, nil)
+	waitFor(t, "the membership at the home", func() bool {
+		c.sns[0].r.mu.Lock()
+		defer c.sns[0].r.mu.Unlock()
+		hg := c.sns[0].r.homes[g]
+		return hg != nil && !hg.syncing && hg.at[mh.ID()] == ids[2]
+	})
+	pub := c.attachMember(c.n.host(t), 1, 1)
+	pub.publishAll(g, 1, 1)
+	m.waitPayloads("before", want(1, 1))
+	// Supernode 2's ring lags: it has not heard supernode 0 lately.
+	own.Publish(newRing(t, ids[1], ids[2]))
+	pub.publishAll(g, 2, 3)
+	own.Publish(c.ring.Load())
+	c.refreshAll()
+	pub.publishAll(g, 4, 4)
+	m.waitPayloads("after the lag", want(1, 4))
+	// A supernode it never told its members to is still refused
+	// (TestGroupMessageOnlyFromTheHome): here supernode 1.
+	if c.sns[2].r.toldHome(g, ids[1]) {
+		t.Fatal("supernode 2 counts supernode 1 a home it told its members to")
+	}
+}

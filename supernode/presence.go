@@ -360,6 +360,7 @@ func (r *Router) refresh() {
 			delete(r.cache, c)
 		}
 	}
+	r.expireToldHomesLocked(now)
 	for g, hg := range r.homes {
 		hg.expire(now)
 		if len(hg.at) == 0 && now.Sub(hg.lastUse) > 3*r.cfg.Refresh {

@@ -292,9 +292,9 @@ func (r *Router) sendReplayEntry(k replayKey, e store.Entry, locked bool) bool {
 	case k.sn != r.self():
 		sent = r.links.sendGroup(k.sn, encodeRelay(&pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: gm}}))
 	case locked:
-		r.fanoutLocalLocked(gm)
+		r.fanoutLocalLocked(gm, true)
 	default:
-		r.fanoutLocal(gm)
+		r.fanoutLocal(gm, true)
 	}
 	if sent {
 		r.stats.Replayed.Add(1)

@@ -136,8 +136,12 @@ type Router struct {
 	// resuming holds members out of their groups' local fanout until
 	// the home's replay is done; pos is the last group message fanned
 	// out here per group.
-	resuming  map[peer.ID]map[string]*heldResume
-	pos       map[string]store.Pos
+	resuming map[peer.ID]map[string]*heldResume
+	pos      map[string]store.Pos
+	// toldHomes are, per group with members here, the supernodes this
+	// one sent their memberships to and until when those records last
+	// there (groups.go): the homes whose group frames it takes.
+	toldHomes map[string]map[peer.ID]time.Time
 	restampMu sync.Mutex
 	restamped map[restampKey][]byte
 
@@ -255,6 +259,7 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 		syncs:        make(map[string]*groupSync),
 		resuming:     make(map[peer.ID]map[string]*heldResume),
 		pos:          make(map[string]store.Pos),
+		toldHomes:    make(map[string]map[peer.ID]time.Time),
 		restamped:    make(map[restampKey][]byte),
 		storeWaits:   make(map[string]*storeWait),
 		forwarding:   make(map[peer.ID]*forwardPass),
@@ -625,20 +630,27 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 	case *pb.RelayFrame_Publish:
 		r.homePublish(k.Publish)
 	case *pb.RelayFrame_GroupMessage:
-		// Fan out only what the group's current home stamped: another
-		// supernode cannot number messages for a group it is not home to.
-		// (Members check the stamp and the publisher's signature again.)
+		// Fan out only what a home of the group stamped: the home by this
+		// supernode's ring, or one it told its members to (whose record
+		// of them lasts), as rings disagree for a while when supernodes
+		// come and go (groups.go, toldHome). Another supernode
+		// cannot number messages for a group it is not home to. (Members
+		// check the stamp and the publisher's signature again.)
 		gm := k.GroupMessage
-		if h, ok := r.groupHome(gm.GetGroup()); !ok || h != from {
+		h, _ := r.groupHome(gm.GetGroup())
+		if h != from && !r.toldHome(gm.GetGroup(), from) {
 			r.stats.GroupRefused.Add(1)
-			r.log.Debug("group frame refused: not from the home by this ring", "group", gm.GetGroup(), "from", from.ShortString(), "ringhome", h.ShortString(), "epoch", gm.GetEpoch(), "seq", gm.GetSeq())
+			r.log.Debug("group frame refused: not from a home of the group", "group", gm.GetGroup(), "from", from.ShortString(), "ring_home", h.ShortString(), "epoch", gm.GetEpoch(), "seq", gm.GetSeq())
 			return
 		}
 		if err := protocol.VerifyStamp(gm, from); err != nil {
 			r.stats.GroupRefused.Add(1)
 			return
 		}
-		r.fanoutLocal(gm)
+		// Only the ring's home moves this supernode's position in the
+		// group, which it resumes from at a new home: a position left
+		// lower only has repeats replayed, which members drop.
+		r.fanoutLocal(gm, h == from)
 	case *pb.RelayFrame_ReplayDone:
 		r.onReplayDone(from, k.ReplayDone)
 	case *pb.RelayFrame_Replica:
