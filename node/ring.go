@@ -87,6 +87,7 @@ func (n *Node) publishRing(ms []ring.Member, version string) {
 	if len(ms) == 0 {
 		n.m.ringInfo.Reset()
 		n.rings.Publish(nil)
+		n.ringChanged()
 		return
 	}
 	r, err := ring.New(ms)
@@ -97,7 +98,17 @@ func (n *Node) publishRing(ms []ring.Member, version string) {
 		return
 	}
 	n.rings.Publish(r)
+	n.ringChanged()
 	n.m.ringInfo.Reset()
 	n.m.ringInfo.WithLabelValues(cmp.Or(version, r.Version())).Set(1)
 	n.log.Debug("ring published", "version", r.Version(), "members", r.Len())
+}
+
+// ringChanged tells the supernode's router (when this node runs one) that
+// the ring was published: it drops its records of the groups the ring no
+// longer makes it home to (supernode.Router.RingChanged).
+func (n *Node) ringChanged() {
+	if n.router != nil {
+		n.router.RingChanged()
+	}
 }

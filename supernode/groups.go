@@ -680,3 +680,42 @@ func (r *Router) expireToldHomesLocked(now time.Time) {
 		}
 	}
 }
+
+// RingChanged is told each time the ring is published. The groups this
+// supernode is home to by its records but no longer by the new ring lose
+// their records here (with the publishes that waited on a sync, answered
+// BUSY, and the replays under way: the next home replays). Kept, a record
+// carried on when the ring named this supernode the home again: its old
+// epoch and sequence, no sync, and the supernodes it knew not new, so
+// never replayed to, while another home may have numbered messages in
+// between that some of them missed, and members resume after the newest
+// epoch they saw, so a message numbered in an older one after it is never
+// replayed to them. Dropped, regaining the role is a takeover.
+func (r *Router) RingChanged() {
+	rg := r.cfg.Ring()
+	self := r.self()
+	var refused []*pb.GroupPublish
+	r.mu.Lock()
+	dropped := map[string]bool{}
+	for g, hg := range r.homes {
+		if h, ok := cluster.GroupHome(rg, g); ok && h == self {
+			continue
+		}
+		dropped[g] = true
+		refused = append(refused, hg.waiting...)
+		delete(r.homes, g)
+		delete(r.syncs, g)
+		r.log.Debug("group home record dropped: the ring moved the group", "group", g, "epoch", hg.epoch, "seq", hg.seq)
+	}
+	if len(dropped) > 0 {
+		for k := range r.replays {
+			if dropped[k.group] {
+				delete(r.replays, k)
+			}
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range refused {
+		r.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "not the group's home by this supernode's ring; retry with the same message id"})
+	}
+}

@@ -83,7 +83,18 @@ func (c *noLossCluster) publishRing() {
 		}
 	}
 	c.mu.Unlock()
-	c.ring.Publish(newRing(c.t, ids...))
+	c.setRing(newRing(c.t, ids...))
+}
+
+// setRing publishes rg as every supernode's ring and tells their routers,
+// as the node does.
+func (c *noLossCluster) setRing(rg *ring.Ring) {
+	c.ring.Publish(rg)
+	for _, sn := range c.sns {
+		if c.isLive(sn.h.ID()) {
+			sn.r.RingChanged()
+		}
+	}
 }
 
 // kill crashes supernode i: its router stops without a word to anyone,
@@ -651,7 +662,7 @@ func TestNewHomeOutsideTheClusterSyncsFromTheOldHome(t *testing.T) {
 		c.live[ids[i]] = false
 		c.mu.Unlock()
 	}
-	c.ring.Publish(later)
+	c.setRing(later)
 	c.refreshAll()
 	pub.publishRetried(g, "m6")
 	m.waitPayloads("after the new home took over", want(1, 6))
@@ -672,7 +683,7 @@ func TestFormerHomeNumbersNothing(t *testing.T) {
 	}
 	// Supernode 0's ring no longer holds itself (as a ring that has
 	// moved the group on would not name it home).
-	c.ring.Publish(newRing(t, c.sns[1].h.ID(), c.sns[2].h.ID()))
+	c.setRing(newRing(t, c.sns[1].h.ID(), c.sns[2].h.ID()))
 	before := c.sns[0].r.stats.GroupPublishes.Load()
 	// A publish relayed to it by a supernode whose ring still names it.
 	id := protocol.NewMessageID()
@@ -804,4 +815,45 @@ func TestLaggingRingTakesTheHomesFrames(t *testing.T) {
 	if c.sns[2].r.toldHome(g, ids[1]) {
 		t.Fatal("supernode 2 counts supernode 1 a home it told its members to")
 	}
+}
+
+// TestRegainedHomeTakesOver: a group's home loses the role to another
+// supernode (a ring change: here it leaves the ring while alive), which
+// numbers a message one member's supernode misses, and the ring then
+// names the first home again. Had it kept its record, it would carry on
+// its old epoch with that supernode known, replay it nothing, and the
+// message would be lost there. It dropped the record when the ring moved
+// the group: regaining the role is a takeover, and the missed message is
+// replayed.
+func TestRegainedHomeTakesOver(t *testing.T) {
+	c := newNoLossCluster(t, 3)
+	ids := []peer.ID{c.sns[0].h.ID(), c.sns[1].h.ID(), c.sns[2].h.ID()}
+	g := c.groupHomedAt(0)
+	full, without0 := c.ring.Load(), newRing(t, ids[1], ids[2])
+	// x: the home once supernode 0 leaves the ring; y: the member's.
+	home, _ := cluster.GroupHome(without0, g)
+	x := c.index(home)
+	y := 3 - x
+	pub := c.attachMember(c.n.host(t), x, 1)
+	mh := c.n.host(t)
+	m := c.attachMember(mh, y, 1)
+	m.join(ids[y], g, nil)
+	waitFor(t, "the membership at the home", func() bool {
+		c.sns[0].r.mu.Lock()
+		defer c.sns[0].r.mu.Unlock()
+		hg := c.sns[0].r.homes[g]
+		return hg != nil && !hg.syncing && hg.at[mh.ID()] == ids[y]
+	})
+	pub.publishAll(g, 1, 2)
+	m.waitPayloads("before", want(1, 2))
+	// The ring moves the group to x, whose frames to y are lost.
+	c.setRing(without0)
+	c.sns[x].r.links.dropGroupFramesForTest(ids[y])
+	c.refreshAll()
+	pub.publishRetried(g, "m3")
+	// And back to supernode 0.
+	c.setRing(full)
+	c.refreshAll()
+	pub.publishRetried(g, "m4")
+	m.waitPayloads("after the home came back", want(1, 4))
 }
