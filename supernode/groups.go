@@ -48,6 +48,11 @@ type homeGroup struct {
 	// numbered and acked remember the position given to each publish ID,
 	// and which were acknowledged, so that a retry is numbered once.
 	numbered, acked publishIDs
+	// away: made while this supernode's ring named another home (a
+	// membership from a supernode whose ring did): its sync may have
+	// missed what that home numbered, so a ring that makes this
+	// supernode the home drops it for a takeover (RingChanged).
+	away bool
 }
 
 func newHomeGroup(epoch uint64) *homeGroup {
@@ -70,10 +75,26 @@ func (r *Router) newHomeGroupLocked(g string) *homeGroup {
 	r.epoch = max(r.epoch+1, uint64(r.cfg.Now().UnixNano()))
 	hg := newHomeGroup(r.epoch)
 	hg.counts = r.membersBy
+	hg.away = !r.isGroupHome(g)
 	r.homes[g] = hg
 	r.adoptLogLocked(hg, g)
 	r.startSyncLocked(hg, g)
 	r.log.Debug("group home record created", "group", g, "epoch", hg.epoch, "syncing", hg.syncing)
+	return hg
+}
+
+// homeRecordLocked returns this supernode's record of group g as its
+// home, nil when there is none or when it was made while another
+// supernode was the home and the ring now names this one (dropped: a
+// takeover makes it anew; RingChanged does the same when told of the
+// ring). r.mu is held.
+func (r *Router) homeRecordLocked(g string) *homeGroup {
+	hg := r.homes[g]
+	if hg != nil && hg.away && len(hg.waiting) == 0 && r.isGroupHome(g) {
+		delete(r.homes, g)
+		delete(r.syncs, g)
+		return nil
+	}
 	return hg
 }
 
@@ -260,7 +281,7 @@ func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
 		if err != nil || protocol.CheckGroupName(rec.GetGroup()) != nil || peer.ID(rec.GetSupernode()) != from {
 			continue
 		}
-		hg := r.homes[rec.GetGroup()]
+		hg := r.homeRecordLocked(rec.GetGroup())
 		if rec.GetJoin() && from != self && (hg == nil || hg.at[m] != from) {
 			// A new membership from another supernode, within the
 			// bounds (records.go); a refresh of a held one always passes.
@@ -405,7 +426,7 @@ func (r *Router) homePublish(p *pb.GroupPublish) {
 	// race each other leave the home in sequence order on every link and
 	// into the local fanout (queueing never blocks).
 	r.mu.Lock()
-	hg := r.homes[p.GetGroup()]
+	hg := r.homeRecordLocked(p.GetGroup())
 	busy := ""
 	switch {
 	case !r.settled():
@@ -684,7 +705,10 @@ func (r *Router) expireToldHomesLocked(now time.Time) {
 // RingChanged is told each time the ring is published. The groups this
 // supernode is home to by its records but no longer by the new ring lose
 // their records here (with the publishes that waited on a sync, answered
-// BUSY, and the replays under way: the next home replays). Kept, a record
+// BUSY, and the replays under way: the next home replays), and so do the
+// records made while another supernode was the home, once the ring makes
+// this one the home (the memberships come again within a refresh, and
+// the members' resumes under way finish from the log). Kept, a record
 // carried on when the ring named this supernode the home again: its old
 // epoch and sequence, no sync, and the supernodes it knew not new, so
 // never replayed to, while another home may have numbered messages in
@@ -698,14 +722,18 @@ func (r *Router) RingChanged() {
 	r.mu.Lock()
 	dropped := map[string]bool{}
 	for g, hg := range r.homes {
-		if h, ok := cluster.GroupHome(rg, g); ok && h == self {
+		h, ok := cluster.GroupHome(rg, g)
+		home := ok && h == self
+		if home && !hg.away {
 			continue
 		}
-		dropped[g] = true
+		if !home {
+			dropped[g] = true // the replays under way stop: the home's replay
+		}
 		refused = append(refused, hg.waiting...)
 		delete(r.homes, g)
 		delete(r.syncs, g)
-		r.log.Debug("group home record dropped: the ring moved the group", "group", g, "epoch", hg.epoch, "seq", hg.seq)
+		r.log.Debug("group home record dropped: the ring moved the group", "group", g, "epoch", hg.epoch, "seq", hg.seq, "home_now", home)
 	}
 	if len(dropped) > 0 {
 		for k := range r.replays {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/overlay/ring"
 )
 
 // TestHomeGroupRefreshDoesNotPullAMemberBack: a member that moved (a fresh
@@ -46,7 +48,7 @@ func TestHomeGroupRefreshDoesNotPullAMemberBack(t *testing.T) {
 // would silently lose every message of the recreated group otherwise.
 func TestRecreatedHomeGroupHasANewerEpoch(t *testing.T) {
 	now := time.Unix(1000, 0) // a clock that does not move
-	r := &Router{cfg: RouterConfig{Now: func() time.Time { return now }}, homes: map[string]*homeGroup{}, log: slog.New(slog.DiscardHandler)}
+	r := &Router{cfg: RouterConfig{Now: func() time.Time { return now }, Ring: func() *ring.Ring { return nil }}, homes: map[string]*homeGroup{}, log: slog.New(slog.DiscardHandler)}
 	first := r.newHomeGroupLocked("g")
 	second := r.newHomeGroupLocked("g")
 	if first.epoch == 0 || second.epoch <= first.epoch {

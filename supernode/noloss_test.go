@@ -857,3 +857,70 @@ func TestRegainedHomeTakesOver(t *testing.T) {
 	pub.publishRetried(g, "m4")
 	m.waitPayloads("after the home came back", want(1, 4))
 }
+
+// TestRecordMadeAwayIsTakenOver: a supernode whose ring lags records a
+// membership sent by a supernode whose ring already names it the group's
+// home, while by its own ring another supernode still is, and numbers a
+// message the member's supernode misses. When its ring catches up, a
+// record kept from then would carry on with that supernode known and
+// replay it nothing: the message would be lost. The record is dropped
+// when the ring makes this supernode the home, and the takeover replays.
+func TestRecordMadeAwayIsTakenOver(t *testing.T) {
+	own := make([]*ring.Published, 3)
+	c := newNoLossClusterWith(t, 3, 16, func(i int, rc *RouterConfig) {
+		own[i] = &ring.Published{}
+		rc.Ring = own[i].Load
+	})
+	ids := []peer.ID{c.sns[0].h.ID(), c.sns[1].h.ID(), c.sns[2].h.ID()}
+	full, without0 := c.ring.Load(), newRing(t, ids[1], ids[2])
+	setRing := func(i int, rg *ring.Ring) {
+		own[i].Publish(rg)
+		c.sns[i].r.RingChanged()
+	}
+	g := c.groupHomedAt(0)
+	home, _ := cluster.GroupHome(without0, g)
+	x := c.index(home) // the home before supernode 0 is heard
+	y := 3 - x         // the member's supernode
+	for i := range 3 {
+		setRing(i, without0)
+	}
+	pub := c.attachMember(c.n.host(t), x, 1)
+	mh := c.n.host(t)
+	m := c.attachMember(mh, y, 1)
+	m.join(ids[y], g, nil)
+	waitFor(t, "the membership at the first home", func() bool {
+		c.sns[x].r.mu.Lock()
+		defer c.sns[x].r.mu.Unlock()
+		hg := c.sns[x].r.homes[g]
+		return hg != nil && !hg.syncing && hg.at[mh.ID()] == ids[y]
+	})
+	pub.publishAll(g, 1, 1)
+	m.waitPayloads("before", want(1, 1))
+	// y hears supernode 0 first and tells it its member; 0's own ring
+	// still names x, which numbers m2, lost on its way to y.
+	setRing(y, full)
+	c.sns[y].r.refresh()
+	waitFor(t, "the membership at supernode 0", func() bool {
+		c.sns[0].r.mu.Lock()
+		defer c.sns[0].r.mu.Unlock()
+		hg := c.sns[0].r.homes[g]
+		return hg != nil && hg.at[mh.ID()] == ids[y]
+	})
+	// Its sync gives up on x (whose ring names itself: it does not
+	// answer) and its replay to y ends, before x numbers m2.
+	waitFor(t, "supernode 0's sync and replay ended", func() bool {
+		c.sns[0].r.mu.Lock()
+		defer c.sns[0].r.mu.Unlock()
+		hg := c.sns[0].r.homes[g]
+		return hg != nil && !hg.syncing && len(c.sns[0].r.replays) == 0
+	})
+	c.sns[x].r.links.dropGroupFramesForTest(ids[y])
+	pub.publishAll(g, 2, 2)
+	// Every ring catches up: supernode 0 is the home.
+	for _, i := range []int{0, x} {
+		setRing(i, full)
+	}
+	c.refreshAll()
+	pub.publishRetried(g, "m3")
+	m.waitPayloads("after the rings agreed", want(1, 3))
+}

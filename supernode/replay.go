@@ -273,7 +273,7 @@ func (r *Router) finishReplay(j *replayJob) {
 // sendReplayEntry sends one logged message to a replay's supernode: for
 // one member (only) or for all of its members. An entry another home
 // stamped is stamped again by this one: members' supernodes accept group
-// frames only from the group's current home. locked: r.mu is held.
+// frames only from a home of the group (toldHome). locked: r.mu is held.
 func (r *Router) sendReplayEntry(k replayKey, e store.Entry, locked bool) bool {
 	gm := r.replayMessage(k.group, e)
 	if gm == nil {
