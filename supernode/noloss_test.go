@@ -924,3 +924,54 @@ func TestRecordMadeAwayIsTakenOver(t *testing.T) {
 	pub.publishRetried(g, "m3")
 	m.waitPayloads("after the rings agreed", want(1, 3))
 }
+
+// TestReplayDoneFromTheHomeAsked: a member's supernode holds a resuming
+// member until the home it asked says the replay is done. When the answer
+// came while its ring had moved the group away for a moment, it refused
+// it, and the member stayed held until its hold ran out (a gap notice,
+// and the messages numbered meanwhile lost). The answer of the home it
+// asked is taken whatever its ring says then.
+func TestReplayDoneFromTheHomeAsked(t *testing.T) {
+	var own ring.Published // supernode 2's ring
+	var settled atomic.Bool
+	c := newNoLossClusterWith(t, 3, 16, func(i int, rc *RouterConfig) {
+		switch i {
+		case 0:
+			rc.Settled = settled.Load // holds its answer until the test says
+		case 2:
+			rc.Ring = own.Load
+		}
+	})
+	own.Publish(c.ring.Load())
+	ids := []peer.ID{c.sns[0].h.ID(), c.sns[1].h.ID(), c.sns[2].h.ID()}
+	g := c.groupHomedAt(0)
+	mh := c.n.host(t)
+	m := c.attachMember(mh, 2, 1)
+	m.join(ids[2], g, &store.Pos{Epoch: 1, Seq: 1})
+	waitFor(t, "the resume at the home", func() bool {
+		c.sns[0].r.mu.Lock()
+		defer c.sns[0].r.mu.Unlock()
+		return len(c.sns[0].r.replays) == 1
+	})
+	// Supernode 2's ring moves the group away, and the home answers.
+	own.Publish(newRing(t, ids[1], ids[2]))
+	settled.Store(true)
+	waitFor(t, "the member's resume done", func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.resumed) == 1
+	})
+	// Another supernode cannot end a hold: supernode 1 is neither the
+	// home asked nor the home by the ring.
+	own.Publish(c.ring.Load())
+	c.sns[2].r.mu.Lock()
+	c.sns[2].r.resuming[mh.ID()] = map[string]*heldResume{g: {home: ids[0], until: time.Now().Add(time.Hour)}}
+	c.sns[2].r.mu.Unlock()
+	c.sns[2].r.onReplayDone(ids[1], &pb.ReplayDone{Member: []byte(mh.ID()), Resumed: &pb.Resumed{Group: g}})
+	c.sns[2].r.mu.Lock()
+	_, held := c.sns[2].r.resuming[mh.ID()][g]
+	c.sns[2].r.mu.Unlock()
+	if !held {
+		t.Fatal("a supernode neither asked nor the home by the ring ended a member's hold")
+	}
+}

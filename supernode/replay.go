@@ -357,17 +357,27 @@ func (r *Router) sendReplayDoneLocked(k replayKey, res *pb.Resumed) bool {
 }
 
 // onReplayDone is a home's ReplayDone at a member's supernode.
+// It is taken from the home the member's resume was sent to, or from the
+// home by this supernode's ring: a ring that moved the group away for a
+// moment when the answer came refused it, and the member stayed held out
+// of the group until its hold ran out (a gap notice) while the messages
+// numbered meanwhile reached it neither live nor replayed.
 func (r *Router) onReplayDone(from peer.ID, d *pb.ReplayDone) {
 	res := d.GetResumed()
-	if h, ok := r.groupHome(res.GetGroup()); !ok || h != from || len(d.GetMember()) == 0 {
+	g := res.GetGroup()
+	if len(d.GetMember()) == 0 {
 		return
 	}
 	m, err := peer.IDFromBytes(d.GetMember())
 	if err != nil {
 		return
 	}
+	h, ok := r.groupHome(g)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if held := r.resuming[m][g]; (!ok || h != from) && (held == nil || held.home != from) {
+		return
+	}
 	r.resumeDoneLocked(m, res)
 }
 
