@@ -150,6 +150,19 @@ func (c *noLossCluster) clientHost() host.Host {
 	return deadlineHost{Host: h, net: c.n}
 }
 
+// waitRecord waits until supernode i's home record of group g is there
+// and ok says so (called under the router's lock).
+func (c *noLossCluster) waitRecord(what string, i int, g string, ok func(hg *homeGroup) bool) {
+	c.t.Helper()
+	r := c.sns[i].r
+	waitFor(c.t, what, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		hg := r.homes[g]
+		return hg != nil && ok(hg)
+	})
+}
+
 // key is supernode p's private key.
 func (c *noLossCluster) key(p peer.ID) crypto.PrivKey {
 	return c.sns[c.index(p)].h.Peerstore().PrivKey(p)
@@ -345,12 +358,7 @@ func TestMemberResumesAfterFailover(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, 2, 1)
 	m.join(c.sns[2].h.ID(), g, nil)
-	waitFor(t, "the member's membership at the home", func() bool {
-		c.sns[0].r.mu.Lock()
-		defer c.sns[0].r.mu.Unlock()
-		hg := c.sns[0].r.homes[g]
-		return hg != nil && !hg.syncing && hg.at[mh.ID()] == c.sns[2].h.ID()
-	})
+	c.waitRecord("the member's membership at the home", 0, g, func(hg *homeGroup) bool { return !hg.syncing && hg.at[mh.ID()] == c.sns[2].h.ID() })
 	pub.publishAll(g, 1, 5)
 	m.waitPayloads("the first messages", want(1, 5))
 	at := m.last()
@@ -414,12 +422,7 @@ func TestHomeCrashLosesNothingAcknowledged(t *testing.T) {
 	m2 := c.attachMember(m2h, 2, 1)
 	m1.join(c.sns[1].h.ID(), g, nil)
 	m2.join(c.sns[2].h.ID(), g, nil)
-	waitFor(t, "both memberships at the home", func() bool {
-		c.sns[0].r.mu.Lock()
-		defer c.sns[0].r.mu.Unlock()
-		hg := c.sns[0].r.homes[g]
-		return hg != nil && !hg.syncing && len(hg.at) == 2
-	})
+	c.waitRecord("both memberships at the home", 0, g, func(hg *homeGroup) bool { return !hg.syncing && len(hg.at) == 2 })
 	pub.publishAll(g, 1, 5)
 	m1.waitPayloads("member 1, before", want(1, 5))
 	m2.waitPayloads("member 2, before", want(1, 5))
@@ -547,12 +550,7 @@ func TestHeldResumeGoesToTheNextHome(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, 2, 1)
 	m.join(c.sns[2].h.ID(), g, nil)
-	waitFor(t, "the member's membership at the home", func() bool {
-		c.sns[0].r.mu.Lock()
-		defer c.sns[0].r.mu.Unlock()
-		hg := c.sns[0].r.homes[g]
-		return hg != nil && !hg.syncing && hg.at[mh.ID()] == c.sns[2].h.ID()
-	})
+	c.waitRecord("the member's membership at the home", 0, g, func(hg *homeGroup) bool { return !hg.syncing && hg.at[mh.ID()] == c.sns[2].h.ID() })
 	pub.publishAll(g, 1, 3)
 	m.waitPayloads("the first messages", want(1, 3))
 	at := m.last()
@@ -643,12 +641,7 @@ func TestNewHomeOutsideTheClusterSyncsFromTheOldHome(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, x, 1)
 	m.join(ids[x], g, nil)
-	waitFor(t, "the membership at the home", func() bool {
-		c.sns[0].r.mu.Lock()
-		defer c.sns[0].r.mu.Unlock()
-		hg := c.sns[0].r.homes[g]
-		return hg != nil && !hg.syncing && hg.at[mh.ID()] == ids[x]
-	})
+	c.waitRecord("the membership at the home", 0, g, func(hg *homeGroup) bool { return !hg.syncing && hg.at[mh.ID()] == ids[x] })
 	pub.publishAll(g, 1, 2)
 	m.waitPayloads("before", want(1, 2))
 	c.sns[0].r.links.dropGroupFramesForTest(ids[x])
@@ -730,12 +723,7 @@ func TestStartingHomeAcknowledgesNothingUnreplicated(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, 1, 1)
 	m.join(ids[1], g, nil)
-	waitFor(t, "the membership at the starting home", func() bool {
-		c.sns[0].r.mu.Lock()
-		defer c.sns[0].r.mu.Unlock()
-		hg := c.sns[0].r.homes[g]
-		return hg != nil && hg.at[mh.ID()] == ids[1]
-	})
+	c.waitRecord("the membership at the starting home", 0, g, func(hg *homeGroup) bool { return hg.at[mh.ID()] == ids[1] })
 	pub := c.attachMember(c.n.host(t), 2, 1)
 	held := func() uint64 { return c.sns[1].r.stats.ReplicasHeld.Load() + c.sns[2].r.stats.ReplicasHeld.Load() }
 	id := protocol.NewMessageID()
@@ -794,12 +782,7 @@ func TestLaggingRingTakesTheHomesFrames(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, 2, 1)
 	m.join(ids[2], g, nil)
-	waitFor(t, "the membership at the home", func() bool {
-		c.sns[0].r.mu.Lock()
-		defer c.sns[0].r.mu.Unlock()
-		hg := c.sns[0].r.homes[g]
-		return hg != nil && !hg.syncing && hg.at[mh.ID()] == ids[2]
-	})
+	c.waitRecord("the membership at the home", 0, g, func(hg *homeGroup) bool { return !hg.syncing && hg.at[mh.ID()] == ids[2] })
 	pub := c.attachMember(c.n.host(t), 1, 1)
 	pub.publishAll(g, 1, 1)
 	m.waitPayloads("before", want(1, 1))
@@ -838,12 +821,7 @@ func TestRegainedHomeTakesOver(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, y, 1)
 	m.join(ids[y], g, nil)
-	waitFor(t, "the membership at the home", func() bool {
-		c.sns[0].r.mu.Lock()
-		defer c.sns[0].r.mu.Unlock()
-		hg := c.sns[0].r.homes[g]
-		return hg != nil && !hg.syncing && hg.at[mh.ID()] == ids[y]
-	})
+	c.waitRecord("the membership at the home", 0, g, func(hg *homeGroup) bool { return !hg.syncing && hg.at[mh.ID()] == ids[y] })
 	pub.publishAll(g, 1, 2)
 	m.waitPayloads("before", want(1, 2))
 	// The ring moves the group to x, whose frames to y are lost.
@@ -888,32 +866,17 @@ func TestRecordMadeAwayIsTakenOver(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, y, 1)
 	m.join(ids[y], g, nil)
-	waitFor(t, "the membership at the first home", func() bool {
-		c.sns[x].r.mu.Lock()
-		defer c.sns[x].r.mu.Unlock()
-		hg := c.sns[x].r.homes[g]
-		return hg != nil && !hg.syncing && hg.at[mh.ID()] == ids[y]
-	})
+	c.waitRecord("the membership at the first home", x, g, func(hg *homeGroup) bool { return !hg.syncing && hg.at[mh.ID()] == ids[y] })
 	pub.publishAll(g, 1, 1)
 	m.waitPayloads("before", want(1, 1))
 	// y hears supernode 0 first and tells it its member; 0's own ring
 	// still names x, which numbers m2, lost on its way to y.
 	setRing(y, full)
 	c.sns[y].r.refresh()
-	waitFor(t, "the membership at supernode 0", func() bool {
-		c.sns[0].r.mu.Lock()
-		defer c.sns[0].r.mu.Unlock()
-		hg := c.sns[0].r.homes[g]
-		return hg != nil && hg.at[mh.ID()] == ids[y]
-	})
+	c.waitRecord("the membership at supernode 0", 0, g, func(hg *homeGroup) bool { return hg.at[mh.ID()] == ids[y] })
 	// Its sync gives up on x (whose ring names itself: it does not
 	// answer) and its replay to y ends, before x numbers m2.
-	waitFor(t, "supernode 0's sync and replay ended", func() bool {
-		c.sns[0].r.mu.Lock()
-		defer c.sns[0].r.mu.Unlock()
-		hg := c.sns[0].r.homes[g]
-		return hg != nil && !hg.syncing && len(c.sns[0].r.replays) == 0
-	})
+	c.waitRecord("supernode 0's sync and replay ended", 0, g, func(hg *homeGroup) bool { return !hg.syncing && len(c.sns[0].r.replays) == 0 })
 	c.sns[x].r.links.dropGroupFramesForTest(ids[y])
 	pub.publishAll(g, 2, 2)
 	// Every ring catches up: supernode 0 is the home.
