@@ -353,10 +353,16 @@ func (c *conn) onAck(a uint64) error {
 func (c *conn) onData(off uint64, data []byte, closeWrite bool) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	end := off + uint64(len(data))
 	c.mu.Lock()
 	recv, finRecv := c.recv, c.finRecv
+	if end > recv {
+		// Active from the data's arrival, stamped before it is written
+		// on: stamped after, whoever read it could see the connection
+		// idle since before (TestTunnelIdleTimeout, under load).
+		c.lastActive = c.m.now()
+	}
 	c.mu.Unlock()
-	end := off + uint64(len(data))
 	if off > recv {
 		return fmt.Errorf("peer sent offset %d, have %d: a gap", off, recv)
 	}
@@ -373,7 +379,6 @@ func (c *conn) onData(off uint64, data []byte, closeWrite bool) error {
 	c.mu.Lock()
 	if end > c.recv {
 		c.recv = end
-		c.lastActive = c.m.now()
 		// Every MaxTunnelData bytes: the peer's window (its own setting,
 		// at least MinWindow = 4 × MaxTunnelData) never waits on an
 		// acknowledgement this side holds back.
