@@ -1,0 +1,293 @@
+package group
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/overlayd/overlayd/protocol/pb"
+)
+
+// The member's-supernode side: the groups its clients joined, their local
+// fanout, the position of the last group message fanned out here, the
+// homes it told its members to, and members held while a home replays
+// what they missed.
+
+// membershipUpdate is one membership record to send to a group's home.
+type membershipUpdate struct {
+	group  string
+	member string
+	join   bool
+	claim  []byte // the member's signed claim (joins; a leave may have none)
+	// refresh: a periodic re-send, which must not move a member that a
+	// fresh join recorded at another supernode (see homeGroup.refresh).
+	refresh bool
+	// resume asks the home to replay after pos: the member's position
+	// (its GroupOp), or with snResume this supernode's.
+	resume, snResume bool
+	pos              Pos
+}
+
+// GroupOp joins or leaves a group for a local client. The shell checked
+// the op's form; the claim is checked here: forwarded is only what the
+// group's home will accept, the client's own claim for this group at this
+// supernode.
+func (c *Core) GroupOp(now time.Time, client string, op *pb.GroupOp) {
+	g := op.GetGroup()
+	if !c.validGroup(g) {
+		return
+	}
+	mc, err := c.cfg.Verifier.VerifyMembership(op.GetClaim(), client, g)
+	if err != nil || mc.Supernode != c.self || mc.Join != op.GetJoin() {
+		c.stats.MembershipRefused.Add(1)
+		c.log.Debug("group op refused: membership claim", "group", g, "err", err)
+		return
+	}
+	if !c.cfg.Local.Attached(client) {
+		return
+	}
+	pos := Pos{Epoch: op.GetResumeEpoch(), Seq: op.GetResumeSeq()}
+	if op.GetJoin() {
+		if c.joined[client] == nil {
+			c.joined[client] = map[string][]byte{}
+		}
+		c.joined[client][g] = op.GetClaim()
+		if op.GetResume() {
+			// Held out of the group's fanout until the home's replay
+			// of what it missed is done.
+			if c.resuming[client] == nil {
+				c.resuming[client] = map[string]*heldResume{}
+			}
+			home, _ := c.groupHome(g)
+			c.resuming[client][g] = &heldResume{home: home, pos: pos, until: now.Add(ResumeHold * c.cfg.Refresh)}
+			c.leaveLocal(g, client, false)
+		} else {
+			delete(c.resuming[client], g)
+			c.joinLocal(g, client)
+		}
+	} else {
+		delete(c.joined[client], g)
+		delete(c.resuming[client], g)
+		c.leaveLocal(g, client, true)
+	}
+	c.sendMembership(now, []membershipUpdate{{group: g, member: client, join: op.GetJoin(), claim: op.GetClaim(),
+		resume: op.GetJoin() && op.GetResume(), pos: pos}})
+}
+
+func (c *Core) joinLocal(g, client string) {
+	if c.local[g] == nil {
+		c.local[g] = map[string]bool{}
+	}
+	c.local[g][client] = true
+	c.cfg.Local.Join(g, client)
+}
+
+// leaveLocal takes client out of g's local fanout; forget: when the
+// group has no local member left, this supernode's position in it goes.
+func (c *Core) leaveLocal(g, client string, forget bool) {
+	lg := c.local[g]
+	if lg == nil {
+		return
+	}
+	if lg[client] {
+		delete(lg, client)
+		c.cfg.Local.Leave(g, client)
+	}
+	if forget && len(lg) == 0 {
+		delete(c.local, g)
+		delete(c.pos, g)
+	}
+}
+
+// Detached is told when a client's session here ends (and no newer one
+// of it is attached here): it leaves every group it joined here.
+func (c *Core) Detached(now time.Time, client string) {
+	delete(c.resuming, client)
+	groups := c.joined[client]
+	delete(c.joined, client)
+	var leave []membershipUpdate
+	for _, g := range sortedKeys(groups) {
+		c.leaveLocal(g, client, true)
+		leave = append(leave, membershipUpdate{group: g, member: client, join: false})
+	}
+	c.sendMembership(now, leave)
+}
+
+// sendMembership tells each group's home, one batch per home.
+func (c *Core) sendMembership(now time.Time, ups []membershipUpdate) {
+	batches := map[string][]*pb.MembershipRecord{}
+	var order []string
+	for _, u := range ups {
+		h, ok := c.groupHome(u.group)
+		if !ok {
+			continue
+		}
+		if batches[h] == nil {
+			order = append(order, h)
+		}
+		batches[h] = append(batches[h], &pb.MembershipRecord{Group: u.group, Member: []byte(u.member), Supernode: []byte(c.self), Join: u.join, Refresh: u.refresh, Claim: u.claim,
+			Resume: u.resume, SupernodeResume: u.snResume, ResumeEpoch: u.pos.Epoch, ResumeSeq: u.pos.Seq})
+		if u.join {
+			c.noteToldHome(now, u.group, h)
+		}
+	}
+	for _, h := range order {
+		for _, b := range c.splitBatches(batches[h]) {
+			if h == c.self {
+				c.Membership(now, c.self, b)
+				continue
+			}
+			c.cfg.Net.Send(h, &pb.RelayFrame{Kind: &pb.RelayFrame_Membership{Membership: b}})
+		}
+	}
+}
+
+// batchLimit bounds the records of one membership batch.
+const batchLimit = 1000
+
+// splitBatches splits membership records into batches of at most
+// batchLimit records and Config.MaxBatchBytes encoded bytes, so that each
+// batch's relay frame fits what a supernode reads.
+func (c *Core) splitBatches(recs []*pb.MembershipRecord) []*pb.MembershipBatch {
+	var out []*pb.MembershipBatch
+	for len(recs) > 0 {
+		n, size := 0, 0
+		for n < len(recs) && n < batchLimit {
+			// A record in the batch: its tag, its length, its bytes.
+			rs := proto.Size(recs[n])
+			rs += 1 + protowire.SizeVarint(uint64(rs))
+			if n > 0 && size+rs > c.cfg.MaxBatchBytes {
+				break
+			}
+			size += rs
+			n++
+		}
+		out = append(out, &pb.MembershipBatch{Records: recs[:n]})
+		recs = recs[n:]
+	}
+	return out
+}
+
+// Rings disagree for a while when supernodes come and go. A group's home
+// sends its frames to the supernodes that told it their members; a
+// supernode whose ring has meanwhile moved the group elsewhere, or moved
+// it back, dropped them as not from the home, and nothing sent them
+// again: the home replays only to supernodes new to it. So a supernode
+// takes a group's frames from the home by its ring and from every
+// supernode it told its members of the group to, for as long as that one
+// keeps the record (three refresh intervals). A supernode its ring never
+// named cannot have a message fanned out here.
+
+func (c *Core) noteToldHome(now time.Time, g, h string) {
+	hs := c.toldHomes[g]
+	if hs == nil {
+		hs = map[string]time.Time{}
+		c.toldHomes[g] = hs
+	}
+	hs[h] = now.Add(3 * c.cfg.Refresh)
+}
+
+func (c *Core) toldHome(now time.Time, g, p string) bool {
+	if c.cfg.Mutations.NoToldHomes {
+		return false
+	}
+	until, ok := c.toldHomes[g][p]
+	return ok && now.Before(until)
+}
+
+// GroupMessage is a group frame from supernode from. Fanned out is only
+// what a home of the group stamped: the home by this supernode's ring, or
+// one it told its members to whose record of them lasts. (Members check
+// the stamp and the publisher's signature again.)
+func (c *Core) GroupMessage(now time.Time, from string, gm *pb.GroupMessage) {
+	h, _ := c.groupHome(gm.GetGroup())
+	if h != from && !c.toldHome(now, gm.GetGroup(), from) {
+		c.stats.GroupRefused.Add(1)
+		c.log.Debug("group frame refused: not from a home of the group", "group", gm.GetGroup(), "epoch", gm.GetEpoch(), "seq", gm.GetSeq())
+		return
+	}
+	if err := c.cfg.Verifier.VerifyStamp(gm, from); err != nil {
+		c.stats.GroupRefused.Add(1)
+		return
+	}
+	// Only the ring's home moves this supernode's position in the group,
+	// which it resumes from at a new home: a position left lower only
+	// has repeats replayed, which members drop.
+	c.fanoutLocal(gm, h == from)
+}
+
+// fanoutLocal delivers a group message to this supernode's local members.
+// movePos: the message is from the group's home by this supernode's
+// ring, and its position becomes this supernode's in the group when it
+// is later.
+func (c *Core) fanoutLocal(gm *pb.GroupMessage, movePos bool) {
+	if len(gm.GetOnly()) > 0 {
+		c.deliverOnly(gm)
+		return
+	}
+	g := gm.GetGroup()
+	if len(c.local[g]) == 0 {
+		return
+	}
+	if p := (Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}); movePos && p.After(c.pos[g]) {
+		c.pos[g] = p
+	}
+	c.cfg.Local.Fanout(gm)
+}
+
+// deliverOnly delivers a per-member group message.
+func (c *Core) deliverOnly(gm *pb.GroupMessage) {
+	m := string(gm.GetOnly())
+	gm = &pb.GroupMessage{Group: gm.Group, Epoch: gm.Epoch, Seq: gm.Seq, From: gm.From, Id: gm.Id, Publish: gm.Publish, Stamp: gm.Stamp}
+	c.cfg.Local.Deliver(m, gm)
+}
+
+// Refresh is the periodic re-send of every membership held here to its
+// group's home (with this supernode's position in the group, so that a
+// home new to the group replays what came after it), the resumes to send
+// again, the holds that ran out, and the expiry of home records.
+func (c *Core) Refresh(now time.Time) {
+	var mems []membershipUpdate
+	for _, cl := range sortedKeys(c.joined) {
+		gs := c.joined[cl]
+		for _, g := range sortedKeys(gs) {
+			pos, ok := c.pos[g]
+			mems = append(mems, membershipUpdate{group: g, member: cl, join: true, refresh: true, claim: gs[g], resume: ok, snResume: ok, pos: pos})
+		}
+	}
+	// After the refreshes: a home new to this supernode's members learns
+	// them, and replays to the supernode, before it hears a held
+	// member's resume.
+	mems = append(mems, c.resendHeld(now)...)
+	c.releaseHeld(now)
+	for g, hs := range c.toldHomes {
+		for h, until := range hs {
+			if !now.Before(until) {
+				delete(hs, h)
+			}
+		}
+		if len(hs) == 0 {
+			delete(c.toldHomes, g)
+		}
+	}
+	for g, hg := range c.homes {
+		hg.expire(now)
+		if len(hg.at) == 0 && now.Sub(hg.lastUse) > 3*c.cfg.Refresh {
+			delete(c.homes, g)
+			c.log.Debug("group home record dropped: no members, idle", "group", g)
+		}
+	}
+	c.sendMembership(now, mems)
+}
+
+func sortedKeys[K cmp.Ordered, V any](m map[K]V) []K {
+	ks := make([]K, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}

@@ -1,0 +1,416 @@
+package group
+
+import (
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/overlayd/overlayd/protocol/pb"
+)
+
+// Group resume: a group's home keeps a replay log of the messages it
+// numbered (and of those it holds as a replica for another home). A
+// supernode whose member comes back on a new session (failover, return
+// home) asks the home to resume the member from the last message it
+// delivered; a supernode that finds its groups' home changed asks to
+// resume all of its members of the group from the last message it fanned
+// out. The home replays what came after that position, paced, before live
+// traffic:
+//
+//   - a member's replay goes as GroupMessage frames with only = member,
+//     while the member's supernode holds the member out of the group's
+//     local fanout; the home's ReplayDone, which leaves after the last
+//     replayed frame on the same link, lets it in.
+//   - a supernode's replay goes as ordinary group frames, and the home
+//     sends that supernode no live frame of the group until the replay is
+//     done (homeGroup.replaying).
+//
+// The switch from replay to live happens in one event, where publishes are
+// numbered and appended to the log: no message is numbered between the
+// last replayed frame and the first live one.
+
+const (
+	// ReplayTick is how often the driver ticks the core while it is Busy.
+	ReplayTick = 10 * time.Millisecond
+	// ReplayFramesPerTick bounds the frames all replays send in one tick:
+	// 51,200 frames a second at most, so a thousand members resuming
+	// together cost the home a steady trickle rather than a stall.
+	ReplayFramesPerTick = 512
+	// replayBatch is how many entries one replay reads at a time.
+	replayBatch = 64
+	// MaxReplayJobs bounds the replays waiting at a home; past it a resume
+	// is answered at once as not replayed (missed unknown).
+	MaxReplayJobs = 16384
+	// ReplayTailMax bounds the entries sent in a replay's last step (the
+	// log's per-group bound).
+	ReplayTailMax = 4096
+	// ResumeHold is how long a member's supernode holds a resuming member
+	// out of the group's fanout waiting for the home's ReplayDone, in
+	// refresh intervals, counted from the last time it asked: a resume
+	// sent to a home that just crashed is sent again to the next home once
+	// the ring drops the dead one, which takes the directory three
+	// announce intervals (= refresh intervals) and the next refresh one
+	// more; two more are margin.
+	ResumeHold = 6
+)
+
+// Replay log entries carry one byte before the encoded GroupMessage: who
+// stamped it.
+const (
+	EntrySelf    = 'h' // numbered and stamped by this supernode
+	EntryReplica = 'r' // a replica: stamped by another home
+	entrySelf    = EntrySelf
+)
+
+// EncodeEntry is a replay log entry's bytes.
+func EncodeEntry(kind byte, gm *pb.GroupMessage) []byte {
+	b, err := proto.MarshalOptions{}.MarshalAppend([]byte{kind}, gm)
+	if err != nil {
+		panic("encode replay entry: " + err.Error())
+	}
+	return b
+}
+
+// DecodeEntry reads a replay log entry; ok is false for bytes that are
+// not one (every byte read back from a store is input).
+func DecodeEntry(b []byte) (kind byte, gm *pb.GroupMessage, ok bool) {
+	if len(b) < 2 || (b[0] != EntrySelf && b[0] != EntryReplica) {
+		return 0, nil, false
+	}
+	gm = &pb.GroupMessage{}
+	if proto.Unmarshal(b[1:], gm) != nil {
+		return 0, nil, false
+	}
+	return b[0], gm, true
+}
+
+// replayKey names a replay: to supernode sn, for member (empty: for all of
+// sn's members of the group).
+type replayKey struct {
+	group  string
+	sn     string
+	member string
+}
+
+func (k replayKey) compare(o replayKey) int {
+	switch {
+	case k.group != o.group:
+		return compareStrings(k.group, o.group)
+	case k.sn != o.sn:
+		return compareStrings(k.sn, o.sn)
+	}
+	return compareStrings(k.member, o.member)
+}
+
+type replayJob struct {
+	key   replayKey
+	after Pos // the last position sent (or asked from)
+	// counted: missed and unknown were computed from the log's first
+	// position when the replay started.
+	counted bool
+	missed  uint64
+	unknown bool
+}
+
+// startReplay queues a replay of group to sn after position from.
+func (c *Core) startReplay(hg *homeGroup, k replayKey, from Pos) {
+	if c.cfg.Replay == nil {
+		// No replay log: nothing to replay. A member's supernode is told
+		// at once (it lets the member in, who learns the gap is unknown);
+		// a supernode's resume changes nothing, it stays live.
+		if k.member != "" {
+			c.sendReplayDone(k, &pb.Resumed{Group: k.group, Epoch: from.Epoch, Seq: from.Seq, MissedUnknown: true})
+		}
+		return
+	}
+	if old := c.replays[k]; old == nil && len(c.replays) >= MaxReplayJobs {
+		c.stats.ReplaysRefused.Add(1)
+		c.sendReplayDone(k, &pb.Resumed{Group: k.group, Epoch: from.Epoch, Seq: from.Seq, MissedUnknown: true})
+		return
+	}
+	if k.member == "" {
+		hg.replaying[k.sn] = true
+	}
+	c.replays[k] = &replayJob{key: k, after: from}
+	c.log.Debug("group replay started", "group", k.group, "after_epoch", from.Epoch, "after_seq", from.Seq)
+	c.stats.ReplaysStarted.Add(1)
+}
+
+// Tick does the timed work: one tick of replays (ReplayFramesPerTick
+// frames at most, under a fanout slot), then the publishes waiting for
+// replicas and the syncs.
+func (c *Core) Tick(now time.Time) {
+	c.replayStep()
+	c.sweepReplication(now)
+}
+
+func (c *Core) replayStep() {
+	if c.cfg.Replay == nil || len(c.replays) == 0 {
+		return
+	}
+	jobs := make([]*replayJob, 0, len(c.replays))
+	for _, j := range c.replays {
+		if hg := c.homes[j.key.group]; hg != nil && hg.syncing {
+			continue // the home is still gathering its log
+		}
+		jobs = append(jobs, j)
+	}
+	if len(jobs) == 0 {
+		return
+	}
+	slices.SortFunc(jobs, func(a, b *replayJob) int { return a.key.compare(b.key) })
+	if !c.cfg.Fanout.TryAcquire() {
+		return
+	}
+	defer c.cfg.Fanout.Release()
+	budget := c.replayBudget
+	// Start where the last tick stopped, so that every replay moves.
+	c.replayTurn++
+	start := int(c.replayTurn % uint64(len(jobs)))
+	for i := range jobs {
+		if budget <= 0 {
+			break
+		}
+		budget -= c.replayJobStep(jobs[(start+i)%len(jobs)], budget)
+	}
+}
+
+// replayJobStep sends up to budget frames of job j and returns how many.
+// When the log holds nothing more after j's position it finishes j.
+func (c *Core) replayJobStep(j *replayJob, budget int) int {
+	if c.replays[j.key] != j {
+		return 0 // finished or replaced during this tick
+	}
+	n := min(replayBatch, budget)
+	entries, first, ok := c.cfg.Replay.ReplayAfter(j.key.group, j.after, n)
+	if !j.counted {
+		j.counted = true
+		j.missed, j.unknown = missedBefore(j.after, first, ok)
+	}
+	sent := 0
+	for _, e := range entries {
+		if !c.sendReplayEntry(j.key, e) {
+			return sent + 1 // the link is full: try again next tick
+		}
+		j.after = Pos{Epoch: e.Epoch, Seq: e.Seq}
+		sent++
+	}
+	if len(entries) < n {
+		c.finishReplay(j)
+	}
+	return max(sent, 1)
+}
+
+// missedBefore counts what a member at position at misses given the log's
+// oldest entry first: the messages of first's epoch before it, when the
+// member is in that epoch; unknown when the member is in an older epoch,
+// or the log is empty but the member has a position.
+func missedBefore(at, first Pos, ok bool) (missed uint64, unknown bool) {
+	switch {
+	case !ok:
+		return 0, at != (Pos{})
+	case first.Epoch == at.Epoch && first.Seq > at.Seq+1:
+		return first.Seq - at.Seq - 1, false
+	case first.Epoch > at.Epoch && at != (Pos{}):
+		return first.Seq - 1, true
+	}
+	return 0, false
+}
+
+// finishReplay sends what the log gained since j's last read and the
+// ReplayDone, and lets live traffic flow, in one step so that no publish
+// is numbered in between.
+func (c *Core) finishReplay(j *replayJob) {
+	entries, _, _ := c.cfg.Replay.ReplayAfter(j.key.group, j.after, ReplayTailMax)
+	for _, e := range entries {
+		if !c.sendReplayEntry(j.key, e) {
+			return // next tick
+		}
+		j.after = Pos{Epoch: e.Epoch, Seq: e.Seq}
+	}
+	// The end of the replay must reach the member's supernode, which
+	// holds the member until it does: on a full link, next tick.
+	if !c.sendReplayDone(j.key, &pb.Resumed{Group: j.key.group, Epoch: j.after.Epoch, Seq: j.after.Seq, Missed: j.missed, MissedUnknown: j.unknown}) {
+		return
+	}
+	delete(c.replays, j.key)
+	if hg := c.homes[j.key.group]; hg != nil && j.key.member == "" {
+		delete(hg.replaying, j.key.sn)
+	}
+	c.stats.ReplaysDone.Add(1)
+	if j.missed > 0 || j.unknown {
+		c.stats.ReplaysGap.Add(1)
+	}
+}
+
+// sendReplayEntry sends one logged message to a replay's supernode: for
+// one member (only) or for all of its members. An entry another home
+// stamped is stamped again by this one: members' supernodes accept group
+// frames only from a home of the group (toldHome).
+func (c *Core) sendReplayEntry(k replayKey, e Entry) bool {
+	gm := c.replayMessage(k.group, e)
+	if gm == nil {
+		return true // undecodable: skipped (counted)
+	}
+	sent := true
+	switch {
+	case k.member != "":
+		one := proto.CloneOf(gm)
+		one.Only = []byte(k.member)
+		if k.sn == c.self {
+			c.deliverOnly(one)
+		} else {
+			sent = c.cfg.Net.SendGroup(k.sn, &pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: one}})
+		}
+	case k.sn != c.self:
+		sent = c.cfg.Net.SendGroup(k.sn, &pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: gm}})
+	default:
+		c.fanoutLocal(gm, true)
+	}
+	if sent {
+		c.stats.Replayed.Add(1)
+	}
+	return sent
+}
+
+// replayMessage decodes a log entry, stamping it anew when another home
+// stamped it (cached: a thousand members resuming cost one signature per
+// message, not a thousand).
+func (c *Core) replayMessage(group string, e Entry) *pb.GroupMessage {
+	kind, gm, ok := DecodeEntry(e.Data)
+	if !ok || gm.GetGroup() != group {
+		c.stats.ReplayLogFailed.Add(1)
+		return nil
+	}
+	if kind == EntrySelf {
+		return gm
+	}
+	key := restampKey{group: group, epoch: gm.GetEpoch(), seq: gm.GetSeq()}
+	stamp, ok := c.restamped[key]
+	if !ok {
+		var err error
+		stamp, err = c.cfg.Signer.Stamp(group, gm.GetEpoch(), gm.GetSeq(), gm.GetPublish())
+		if err != nil {
+			return nil
+		}
+		if len(c.restamped) >= maxRestamped {
+			clear(c.restamped)
+		}
+		c.restamped[key] = stamp
+	}
+	gm.Stamp = stamp
+	return gm
+}
+
+type restampKey struct {
+	group      string
+	epoch, seq uint64
+}
+
+// maxRestamped bounds the cache of stamps given to other homes' messages
+// (~200 bytes each).
+const maxRestamped = 65536
+
+// sendReplayDone tells the replay's supernode that it is complete; false
+// when the link would not take it.
+func (c *Core) sendReplayDone(k replayKey, res *pb.Resumed) bool {
+	if k.sn == c.self {
+		if k.member != "" {
+			c.resumeDone(k.member, res)
+		}
+		return true
+	}
+	return c.cfg.Net.Send(k.sn, &pb.RelayFrame{Kind: &pb.RelayFrame_ReplayDone{ReplayDone: &pb.ReplayDone{Member: []byte(k.member), Resumed: res}}})
+}
+
+// ReplayDone is a home's ReplayDone at a member's supernode. It is taken
+// from the home the member's resume was sent to, or from the home by this
+// supernode's ring: a ring that moved the group away for a moment when
+// the answer came refused it, and the member stayed held out of the group
+// until its hold ran out (a gap notice) while the messages numbered
+// meanwhile reached it neither live nor replayed.
+func (c *Core) ReplayDone(from string, d *pb.ReplayDone) {
+	res := d.GetResumed()
+	g := res.GetGroup()
+	m := string(d.GetMember())
+	if m == "" {
+		return
+	}
+	h, ok := c.groupHome(g)
+	held := c.resuming[m][g]
+	fromAsked := held != nil && held.home == from && !c.cfg.Mutations.NoReplayDoneFromAsked
+	if (!ok || h != from) && !fromAsked {
+		return
+	}
+	c.resumeDone(m, res)
+}
+
+// resumeDone lets a resuming member into its group's local fanout and
+// tells it the resume is complete.
+func (c *Core) resumeDone(m string, res *pb.Resumed) {
+	g := res.GetGroup()
+	if _, held := c.resuming[m][g]; !held {
+		return
+	}
+	delete(c.resuming[m], g)
+	if len(c.resuming[m]) == 0 {
+		delete(c.resuming, m)
+	}
+	if _, joined := c.joined[m][g]; !joined {
+		return
+	}
+	if !c.cfg.Local.Attached(m) {
+		return
+	}
+	c.joinLocal(g, m)
+	c.cfg.Local.ToClient(m, &pb.SessionFrame{Kind: &pb.SessionFrame_Resumed{Resumed: res}})
+}
+
+// heldResume is a member held out of a group's local fanout while the
+// group's home replays what it missed: the home its resume went to, the
+// position it resumes from, and when the hold ends without an answer.
+type heldResume struct {
+	home  string
+	pos   Pos
+	until time.Time
+}
+
+// resendHeld asks the group's current home again for the held members
+// whose resume went to another home (it crashed, and the ring has moved
+// the group since), restarting their hold; it returns the membership
+// records to send.
+func (c *Core) resendHeld(now time.Time) []membershipUpdate {
+	var ups []membershipUpdate
+	for _, m := range sortedKeys(c.resuming) {
+		gs := c.resuming[m]
+		for _, g := range sortedKeys(gs) {
+			h := gs[g]
+			home, ok := c.groupHome(g)
+			claim, joined := c.joined[m][g]
+			if !ok || home == h.home || !joined {
+				continue
+			}
+			h.home, h.until = home, now.Add(ResumeHold*c.cfg.Refresh)
+			c.stats.ResumesResent.Add(1)
+			ups = append(ups, membershipUpdate{group: g, member: m, join: true, claim: claim, resume: true, pos: h.pos})
+		}
+	}
+	return ups
+}
+
+// releaseHeld lets in the members held past their deadline: the home
+// never answered (it died, or refused the replay). They are told the
+// resume is complete with what they missed unknown.
+func (c *Core) releaseHeld(now time.Time) {
+	for _, m := range sortedKeys(c.resuming) {
+		gs := c.resuming[m]
+		for _, g := range sortedKeys(gs) {
+			if now.Before(gs[g].until) {
+				continue
+			}
+			c.stats.ResumesTimedOut.Add(1)
+			c.resumeDone(m, &pb.Resumed{Group: g, MissedUnknown: true})
+		}
+	}
+}

@@ -1,0 +1,436 @@
+package group
+
+import (
+	"slices"
+	"time"
+
+	"github.com/overlayd/overlayd/protocol/pb"
+)
+
+// Home replication: a group's home sends each message it numbers to the
+// other members of the group's home cluster (R = 3, the home first) and
+// tells the publisher OK once a majority of the cluster holds it (the home
+// and one replica). When the home dies, the ring makes the next cluster
+// member the home; before it numbers anything it gathers the replicas the
+// other members hold (ReplicaSync) and starts a new epoch after them.
+// Members' supernodes resume from the last message they fanned out, so
+// what the old home acknowledged reaches them from the new one. A
+// publisher that saw no OK retries with the same message ID; the home (old
+// or new: the replicas carry the IDs) numbers an ID once.
+//
+// The guarantee: a publish acknowledged OK is held in memory by two of the
+// three home-cluster supernodes and written to their disks within the
+// store's flush interval; it survives the crash of any one of them. Two
+// crashes within one flush interval may lose it.
+
+const (
+	// ReplicationTimeout bounds the wait for a replica's ack; the
+	// publisher is then told BUSY and retries with the same ID.
+	ReplicationTimeout = 2 * time.Second
+	// MaxPendingPublishes bounds the publishes waiting for replicas; past
+	// it a publish is refused BUSY before it is numbered.
+	MaxPendingPublishes = 8192
+	// SyncTimeout bounds how long a new home waits for the replicas the
+	// other cluster members hold before it numbers without them.
+	SyncTimeout = 2 * time.Second
+	// MaxWaitingPublishes bounds the publishes a group's new home holds
+	// while it syncs; past it they are answered BUSY.
+	MaxWaitingPublishes = 1024
+	// maxPublishIDs bounds the publish IDs a home remembers per group (the
+	// replay log's count bound).
+	maxPublishIDs = 4096
+	// SyncReask is how often a new home asks again the peers that have
+	// not answered its sync: a previous home whose ring still names it the
+	// home does not answer until its ring moves on.
+	SyncReask = 250 * time.Millisecond
+)
+
+// pubKey names a numbered message.
+type pubKey struct {
+	group      string
+	epoch, seq uint64
+}
+
+// pendingPublish is a numbered message waiting for replica acks.
+type pendingPublish struct {
+	p        *pb.GroupPublish
+	need     int
+	acked    map[string]bool
+	replicas []string
+	frame    *pb.RelayFrame // the replica frame, resent on a publisher's retry
+	deadline time.Time
+}
+
+// publishIDs remembers the (epoch, seq) a home gave each publish ID, FIFO
+// bounded, so that a retry is not numbered twice.
+type publishIDs struct {
+	at    map[string]Pos
+	order []string
+}
+
+func (ids *publishIDs) get(k string) (Pos, bool) {
+	p, ok := ids.at[k]
+	return p, ok
+}
+
+func (ids *publishIDs) put(k string, p Pos) {
+	if ids.at == nil {
+		ids.at = map[string]Pos{}
+	}
+	if _, ok := ids.at[k]; ok {
+		return
+	}
+	if len(ids.order) >= maxPublishIDs {
+		delete(ids.at, ids.order[0])
+		ids.order = ids.order[1:]
+	}
+	ids.at[k] = p
+	ids.order = append(ids.order, k)
+}
+
+func publishIDKey(from, id []byte) string { return string(from) + "/" + string(id) }
+
+// replicasOf returns the members of group's home cluster other than this
+// supernode.
+func (c *Core) replicasOf(group string) []string {
+	return slices.DeleteFunc(c.cfg.Ring.Cluster(group), func(p string) bool { return p == c.self })
+}
+
+func (c *Core) inHomeCluster(group, p string) bool {
+	return slices.Contains(c.cfg.Ring.Cluster(group), p)
+}
+
+// replicate sends gm to the replicas and records the publish as waiting
+// for a majority; it reports whether the publish is already acknowledged
+// (no replica is needed: a cluster of one, or no replay log).
+func (c *Core) replicate(now time.Time, p *pb.GroupPublish, gm *pb.GroupMessage) bool {
+	if c.cfg.Replay == nil {
+		return true // no replay log: nothing to replicate into
+	}
+	reps := c.replicasOf(gm.GetGroup())
+	need := (len(reps)+1)/2 + 1 - 1 // a majority of the cluster, the home counting
+	if need <= 0 {
+		return true
+	}
+	frame := &pb.RelayFrame{Kind: &pb.RelayFrame_Replica{Replica: gm}}
+	for _, sn := range reps {
+		c.cfg.Net.Send(sn, frame)
+	}
+	c.stats.ReplicasSent.Add(uint64(len(reps)))
+	c.pendingPubs[pubKey{gm.GetGroup(), gm.GetEpoch(), gm.GetSeq()}] = &pendingPublish{
+		p: p, need: need, acked: map[string]bool{}, replicas: reps, frame: frame,
+		deadline: now.Add(ReplicationTimeout),
+	}
+	return false
+}
+
+// ReplicaAck counts a replica's ack; at a majority the publisher is told.
+func (c *Core) ReplicaAck(from string, a *pb.ReplicaAck) {
+	k := pubKey{a.GetGroup(), a.GetEpoch(), a.GetSeq()}
+	pp := c.pendingPubs[k]
+	if pp == nil || !slices.Contains(pp.replicas, from) {
+		return
+	}
+	pp.acked[from] = true
+	if len(pp.acked) < pp.need {
+		return
+	}
+	delete(c.pendingPubs, k)
+	if hg := c.homes[k.group]; hg != nil {
+		hg.acked.put(publishIDKey(pp.p.GetFrom(), pp.p.GetId()), Pos{Epoch: k.epoch, Seq: k.seq})
+	}
+	c.publishResult(pp.p, &pb.Result{Id: pp.p.GetId(), Status: pb.Result_STATUS_OK, Epoch: k.epoch, Seq: k.seq})
+}
+
+// sweepReplication answers BUSY the publishes whose replicas did not ack
+// in time (the publisher retries with the same ID), and moves the syncs
+// on: asks once settled, asks again, ends the ones that waited too long.
+func (c *Core) sweepReplication(now time.Time) {
+	var late []*pendingPublish
+	for _, k := range sortedPubKeys(c.pendingPubs) {
+		if pp := c.pendingPubs[k]; now.After(pp.deadline) {
+			delete(c.pendingPubs, k)
+			late = append(late, pp)
+		}
+	}
+	var waiting []*pb.GroupPublish
+	for _, g := range sortedKeys(c.syncs) {
+		s := c.syncs[g]
+		switch {
+		case s.pending:
+			if hg := c.homes[g]; hg == nil {
+				delete(c.syncs, g)
+			} else if c.settled() && !c.askSync(now, hg, g, s) {
+				waiting = append(waiting, c.endSync(g)...)
+			}
+		case now.After(s.deadline):
+			waiting = append(waiting, c.endSync(g)...)
+		case now.Sub(s.asked) >= SyncReask:
+			s.asked = now
+			for _, sn := range s.waiting {
+				c.cfg.Net.Send(sn, s.request)
+			}
+		}
+	}
+	for _, p := range waiting {
+		c.HomePublish(now, p)
+	}
+	for _, pp := range late {
+		c.stats.ReplicationTimeouts.Add(1)
+		c.publishResult(pp.p, &pb.Result{Id: pp.p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home: not replicated in time; retry with the same message id"})
+	}
+}
+
+func sortedPubKeys(m map[pubKey]*pendingPublish) []pubKey {
+	ks := make([]pubKey, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.SortFunc(ks, func(a, b pubKey) int {
+		switch {
+		case a.group != b.group:
+			return compareStrings(a.group, b.group)
+		case a.epoch != b.epoch:
+			return compareU64(a.epoch, b.epoch)
+		}
+		return compareU64(a.seq, b.seq)
+	})
+	return ks
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func compareU64(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// retryPublish answers a publish whose ID the home numbered before: OK
+// again when it was acknowledged, else its replicas are sent again and the
+// answer comes with their acks. It reports whether p was such a retry.
+func (c *Core) retryPublish(now time.Time, hg *homeGroup, p *pb.GroupPublish) (handled bool, res *pb.Result) {
+	key := publishIDKey(p.GetFrom(), p.GetId())
+	if pos, ok := hg.acked.get(key); ok {
+		c.stats.PublishRetries.Add(1)
+		return true, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_OK, Epoch: pos.Epoch, Seq: pos.Seq}
+	}
+	pos, ok := hg.numbered.get(key)
+	if !ok {
+		return false, nil
+	}
+	c.stats.PublishRetries.Add(1)
+	k := pubKey{p.GetGroup(), pos.Epoch, pos.Seq}
+	if pp := c.pendingPubs[k]; pp != nil {
+		pp.p = p // answer where the publisher is now
+		for _, sn := range pp.replicas {
+			if !pp.acked[sn] {
+				c.cfg.Net.Send(sn, pp.frame)
+			}
+		}
+		return true, nil
+	}
+	if c.cfg.Replay == nil {
+		return false, nil
+	}
+	// Timed out before: replicate it again from the log.
+	es, _, _ := c.cfg.Replay.ReplayAfter(p.GetGroup(), Pos{Epoch: pos.Epoch, Seq: pos.Seq - 1}, 1)
+	if len(es) == 1 && es[0].Epoch == pos.Epoch && es[0].Seq == pos.Seq {
+		if _, gm, ok := DecodeEntry(es[0].Data); ok {
+			if c.replicate(now, p, gm) {
+				return true, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_OK, Epoch: pos.Epoch, Seq: pos.Seq}
+			}
+			return true, nil
+		}
+	}
+	return false, nil // no longer logged: numbered again
+}
+
+// Replica stores a message numbered by the group's home (or, answering
+// this supernode's sync, one another cluster member holds) and acks it.
+func (c *Core) Replica(from string, gm *pb.GroupMessage) {
+	g := gm.GetGroup()
+	if c.cfg.Replay == nil || !c.validGroup(g) {
+		c.stats.ReplicasRefused.Add(1)
+		return
+	}
+	// An answer to this supernode's sync comes from a peer it asked; a
+	// live replica from a member of the group's home cluster, to one.
+	sync := c.syncs[g]
+	syncing := sync != nil && slices.Contains(sync.waiting, from)
+	if !syncing && (!c.inHomeCluster(g, c.self) || !c.inHomeCluster(g, from)) {
+		c.stats.ReplicasRefused.Add(1)
+		return
+	}
+	// A live replica is stamped by the home that sends it; a sync answer
+	// carries the stamp of the home that numbered it, which may be gone.
+	// Either way the publisher's signature must hold.
+	isHome := func(p string) bool { return p == from }
+	if syncing {
+		isHome = func(string) bool { return true }
+	}
+	if err := c.cfg.Verifier.OpenGroupMessage(gm, isHome); err != nil {
+		c.stats.ReplicasRefused.Add(1)
+		return
+	}
+	if err := c.cfg.Replay.AppendReplay(g, Entry{Epoch: gm.GetEpoch(), Seq: gm.GetSeq(), Data: EncodeEntry(EntryReplica, gm)}); err != nil {
+		c.stats.ReplicasRefused.Add(1)
+		return
+	}
+	c.stats.ReplicasHeld.Add(1)
+	if !syncing {
+		c.cfg.Net.Send(from, &pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaAck{ReplicaAck: &pb.ReplicaAck{Group: g, Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}}})
+	}
+}
+
+// groupSync is a new home gathering the replicas of a group.
+type groupSync struct {
+	// pending: made before this supernode's directory settled; it asks
+	// once it has (sweepReplication), with the ring it has then.
+	pending  bool
+	waiting  []string
+	deadline time.Time
+	// request is the ReplicaSync frame, asked again every SyncReask of
+	// the peers that have not answered.
+	request *pb.RelayFrame
+	asked   time.Time
+}
+
+// startSync asks the other cluster members for the replicas they hold of
+// group after what this supernode's log holds; the group numbers nothing
+// until they answer or SyncTimeout passes.
+func (c *Core) startSync(now time.Time, hg *homeGroup, g string) {
+	if c.cfg.Replay == nil {
+		return
+	}
+	s := &groupSync{pending: true}
+	if !c.settled() {
+		// Its ring may lack the peers to ask: asked once it has settled.
+		hg.syncing = true
+		c.syncs[g] = s
+		return
+	}
+	c.askSync(now, hg, g, s)
+}
+
+// askSync sends sync s of group g to the supernodes at the group's place
+// on the ring and reports whether there was anyone to ask; with no one,
+// hg numbers at once.
+func (c *Core) askSync(now time.Time, hg *homeGroup, g string, s *groupSync) bool {
+	s.pending = false
+	reps := slices.DeleteFunc(c.cfg.Ring.SyncPeers(g), func(p string) bool { return p == c.self })
+	if len(reps) == 0 {
+		return false
+	}
+	hg.syncing = true
+	last, _ := c.cfg.Replay.ReplayLast(g)
+	s.waiting, s.deadline, s.asked = reps, now.Add(SyncTimeout), now
+	s.request = &pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: g, Epoch: last.Epoch, AfterSeq: last.Seq}}}
+	c.syncs[g] = s
+	for _, sn := range reps {
+		c.cfg.Net.Send(sn, s.request)
+	}
+	c.stats.Syncs.Add(1)
+	return true
+}
+
+// ReplicaSync answers a sync request, or takes an asked peer's end of
+// answer.
+func (c *Core) ReplicaSync(now time.Time, from string, s *pb.ReplicaSync) {
+	g := s.GetGroup()
+	if !c.validGroup(g) {
+		return
+	}
+	if s.GetDone() {
+		sync := c.syncs[g]
+		if sync == nil || sync.pending {
+			return
+		}
+		sync.waiting = slices.DeleteFunc(sync.waiting, func(p string) bool { return p == from })
+		if len(sync.waiting) == 0 {
+			for _, p := range c.endSync(g) {
+				c.HomePublish(now, p)
+			}
+		}
+		return
+	}
+	// Requests come from the group's new home, which is in its home
+	// cluster.
+	if !c.inHomeCluster(g, from) {
+		return
+	}
+	// A home whose ring still names it the group's home may number more:
+	// it answers once its ring moves on (the asker asks again), and from
+	// then on numbers nothing for the group (HomePublish), so its answer
+	// holds all it numbered.
+	if c.isGroupHome(g) {
+		return
+	}
+	if c.cfg.Replay == nil || !c.cfg.Fanout.TryAcquire() {
+		return // the asker numbers without us when its wait ends
+	}
+	defer c.cfg.Fanout.Release()
+	pos := Pos{Epoch: s.GetEpoch(), Seq: s.GetAfterSeq()}
+	es, _, _ := c.cfg.Replay.ReplayAfter(g, pos, ReplayTailMax)
+	for _, e := range es {
+		_, gm, ok := DecodeEntry(e.Data)
+		if !ok || !c.cfg.Net.Send(from, &pb.RelayFrame{Kind: &pb.RelayFrame_Replica{Replica: gm}}) {
+			break
+		}
+		pos = Pos{Epoch: e.Epoch, Seq: e.Seq}
+	}
+	c.cfg.Net.Send(from, &pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: g, Epoch: pos.Epoch, AfterSeq: pos.Seq, Done: true}}})
+}
+
+// endSync lets a new home number: its epoch starts after every one in its
+// log, and the publish IDs the log holds are remembered so that a
+// publisher's retry of an acknowledged message is not numbered again. It
+// returns the publishes that waited, for the caller to number, in the
+// order they came.
+func (c *Core) endSync(g string) []*pb.GroupPublish {
+	delete(c.syncs, g)
+	hg := c.homes[g]
+	if hg == nil {
+		return nil
+	}
+	hg.syncing = false
+	c.adoptLog(hg, g)
+	c.log.Debug("group home numbers", "group", g, "epoch", hg.epoch, "seq", hg.seq)
+	waiting := hg.waiting
+	hg.waiting = nil
+	return waiting
+}
+
+// adoptLog makes a home group's numbering follow what the log holds (a
+// home restarted with its data dir, or taking over from another).
+func (c *Core) adoptLog(hg *homeGroup, g string) {
+	if c.cfg.Replay == nil {
+		return
+	}
+	last, ok := c.cfg.Replay.ReplayLast(g)
+	if !ok {
+		return
+	}
+	if hg.seq == 0 && hg.epoch <= last.Epoch {
+		c.epoch = max(c.epoch, last.Epoch) + 1
+		hg.epoch = c.epoch
+	}
+	es, _, _ := c.cfg.Replay.ReplayAfter(g, Pos{}, maxPublishIDs)
+	for _, e := range es {
+		if _, gm, ok := DecodeEntry(e.Data); ok {
+			hg.acked.put(publishIDKey(gm.GetFrom(), gm.GetId()), Pos{Epoch: e.Epoch, Seq: e.Seq})
+		}
+	}
+}
