@@ -16,15 +16,19 @@
 //     ([OutboxLimit] frames, a Gap notice on overflow).
 //   - [Router] is messaging: it keeps the presence records of the clients
 //     whose home cluster includes it, routes direct messages supernode to
-//     supernode with acks and nacks, answers lookups, is the home of the
-//     groups the ring gives it (membership, numbering, one frame per
-//     supernode holding members), fans group messages out to its local
-//     members, and answers members requests. It serves the relay and lookup
-//     protocols; [Router.Locate] backs the locate protocol, which package
-//     node serves.
-//   - Subpackages: capacity (the fail-fast semaphores that every expensive
-//     resource is taken from) and fanout (the local fanout engine and the
-//     Outbox).
+//     supernode with acks and nacks, answers lookups, stores direct
+//     messages for offline recipients of its home cluster, and is the
+//     shell of the group core (package group): it checks the form of
+//     group frames, feeds the core events under its lock with the time,
+//     and carries out what the core decides (frames on the links, the
+//     local fanout, the store's replay log). It serves the relay and
+//     lookup protocols; [Router.Locate] backs the locate protocol, which
+//     package node serves.
+//   - Subpackages: group (the group path as a pure state machine: home
+//     records, numbering, replication, sync, replay, held resumes), capacity
+//     (the fail-fast semaphores that every expensive resource is taken
+//     from), fanout (the local fanout engine and the Outbox) and store (the
+//     on-disk store of replay logs and offline messages).
 //
 // No peer is served at the pace of a slow one: every queue fed by the
 // network is bounded (a client's outbox, a link's queue of frames to one

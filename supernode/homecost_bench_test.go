@@ -186,10 +186,8 @@ func (f *homeCostFixture) groupOf(b *testing.B, n int) string {
 		}
 	}
 	waitForLong(b, fmt.Sprintf("the home to hold %d members", n), func() bool {
-		home.r.mu.Lock()
-		defer home.r.mu.Unlock()
-		hg := home.r.homes[g]
-		return hg != nil && len(hg.at) == n
+		hv, ok := home.r.homeRecord(g)
+		return ok && len(hv.At) == n
 	})
 	return g
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/supernode/group"
 )
 
 // TestLargeGroupMembershipReachesHome: a supernode with 1,500 members of
@@ -48,10 +49,8 @@ func TestLargeGroupMembershipReachesHome(t *testing.T) {
 	}
 	from.r.sendMembership(ups)
 	waitFor(t, fmt.Sprintf("the home to record %d members", members), func() bool {
-		home.r.mu.Lock()
-		defer home.r.mu.Unlock()
-		hg := home.r.homes[g]
-		return hg != nil && len(hg.at) == members
+		hv, ok := home.r.homeRecord(g)
+		return ok && len(hv.At) == members
 	})
 }
 
@@ -64,7 +63,7 @@ func TestMembershipBatchesFit(t *testing.T) {
 		recs = append(recs, &pb.MembershipRecord{Group: "g", Member: []byte(peer.ID(fmt.Sprintf("member-%034d", i))), Supernode: make([]byte, 38), Join: true, Claim: claim})
 	}
 	total := 0
-	for _, b := range membershipBatches(recs) {
+	for _, b := range group.SplitBatches(recs, batchBytes) {
 		total += len(b.GetRecords())
 		if len(b.GetRecords()) > batchLimit {
 			t.Fatalf("batch of %d records, want at most %d", len(b.GetRecords()), batchLimit)

@@ -17,6 +17,7 @@ import (
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/supernode/group"
 	"github.com/overlayd/overlayd/supernode/store"
 )
 
@@ -152,14 +153,12 @@ func (c *noLossCluster) clientHost() host.Host {
 
 // waitRecord waits until supernode i's home record of group g is there
 // and ok says so (called under the router's lock).
-func (c *noLossCluster) waitRecord(what string, i int, g string, ok func(hg *homeGroup) bool) {
+func (c *noLossCluster) waitRecord(what string, i int, g string, ok func(hv group.HomeView) bool) {
 	c.t.Helper()
 	r := c.sns[i].r
 	waitFor(c.t, what, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		hg := r.homes[g]
-		return hg != nil && ok(hg)
+		hv, found := r.homeRecord(g)
+		return found && ok(hv)
 	})
 }
 
@@ -358,7 +357,7 @@ func TestMemberResumesAfterFailover(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, 2, 1)
 	m.join(c.sns[2].h.ID(), g, nil)
-	c.waitRecord("the member's membership at the home", 0, g, func(hg *homeGroup) bool { return !hg.syncing && hg.at[mh.ID()] == c.sns[2].h.ID() })
+	c.waitRecord("the member's membership at the home", 0, g, func(hg group.HomeView) bool { return !hg.Syncing && peer.ID(hg.At[string(mh.ID())]) == c.sns[2].h.ID() })
 	pub.publishAll(g, 1, 5)
 	m.waitPayloads("the first messages", want(1, 5))
 	at := m.last()
@@ -370,6 +369,9 @@ func TestMemberResumesAfterFailover(t *testing.T) {
 	m2.join(c.sns[1].h.ID(), g, &at)
 	pub.publishAll(g, 11, 15)
 	m2.waitPayloads("the missed messages then the live ones", want(6, 15))
+	// The replay may carry every message (the publishes beat its end),
+	// and the Resumed notice follows the last of them.
+	waitFor(t, "the resumed notice", func() bool { m2.mu.Lock(); defer m2.mu.Unlock(); return len(m2.resumed) == 1 })
 	m2.mu.Lock()
 	defer m2.mu.Unlock()
 	if len(m2.resumed) != 1 || m2.resumed[0].GetMissed() != 0 || m2.resumed[0].GetMissedUnknown() {
@@ -422,7 +424,7 @@ func TestHomeCrashLosesNothingAcknowledged(t *testing.T) {
 	m2 := c.attachMember(m2h, 2, 1)
 	m1.join(c.sns[1].h.ID(), g, nil)
 	m2.join(c.sns[2].h.ID(), g, nil)
-	c.waitRecord("both memberships at the home", 0, g, func(hg *homeGroup) bool { return !hg.syncing && len(hg.at) == 2 })
+	c.waitRecord("both memberships at the home", 0, g, func(hg group.HomeView) bool { return !hg.Syncing && len(hg.At) == 2 })
 	pub.publishAll(g, 1, 5)
 	m1.waitPayloads("member 1, before", want(1, 5))
 	m2.waitPayloads("member 2, before", want(1, 5))
@@ -519,12 +521,7 @@ func TestReplayDoneOnlyFromTheHome(t *testing.T) {
 	// comes, so only the forged ReplayDone could let the member in.
 	c.sns[0].r.Close()
 	m.join(c.sns[1].h.ID(), g, &store.Pos{Epoch: 1, Seq: 1})
-	held := func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		_, ok := r.resuming[mh.ID()][g]
-		return ok
-	}
+	held := func() bool { return r.held(mh.ID(), g) }
 	waitFor(t, "the member to be held for its resume", held)
 	done := &pb.RelayFrame{Kind: &pb.RelayFrame_ReplayDone{ReplayDone: &pb.ReplayDone{Member: []byte(mh.ID()), Resumed: &pb.Resumed{Group: g, Epoch: 1, Seq: 99}}}}
 	r.onRelay(c.sns[2].h.ID(), done)
@@ -550,7 +547,7 @@ func TestHeldResumeGoesToTheNextHome(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, 2, 1)
 	m.join(c.sns[2].h.ID(), g, nil)
-	c.waitRecord("the member's membership at the home", 0, g, func(hg *homeGroup) bool { return !hg.syncing && hg.at[mh.ID()] == c.sns[2].h.ID() })
+	c.waitRecord("the member's membership at the home", 0, g, func(hg group.HomeView) bool { return !hg.Syncing && peer.ID(hg.At[string(mh.ID())]) == c.sns[2].h.ID() })
 	pub.publishAll(g, 1, 3)
 	m.waitPayloads("the first messages", want(1, 3))
 	at := m.last()
@@ -562,12 +559,7 @@ func TestHeldResumeGoesToTheNextHome(t *testing.T) {
 	_ = home.h.Close()
 	m2 := c.attachMember(mh, 1, 2)
 	m2.join(c.sns[1].h.ID(), g, &at)
-	waitFor(t, "the member held at its new supernode", func() bool {
-		c.sns[1].r.mu.Lock()
-		defer c.sns[1].r.mu.Unlock()
-		_, held := c.sns[1].r.resuming[mh.ID()][g]
-		return held
-	})
+	waitFor(t, "the member held at its new supernode", func() bool { return c.sns[1].r.held(mh.ID(), g) })
 	// The rings drop the dead home; the next refresh tells the new one.
 	c.mu.Lock()
 	c.live[home.h.ID()] = false
@@ -641,7 +633,7 @@ func TestNewHomeOutsideTheClusterSyncsFromTheOldHome(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, x, 1)
 	m.join(ids[x], g, nil)
-	c.waitRecord("the membership at the home", 0, g, func(hg *homeGroup) bool { return !hg.syncing && hg.at[mh.ID()] == ids[x] })
+	c.waitRecord("the membership at the home", 0, g, func(hg group.HomeView) bool { return !hg.Syncing && peer.ID(hg.At[string(mh.ID())]) == ids[x] })
 	pub.publishAll(g, 1, 2)
 	m.waitPayloads("before", want(1, 2))
 	c.sns[0].r.links.dropGroupFramesForTest(ids[x])
@@ -723,7 +715,7 @@ func TestStartingHomeAcknowledgesNothingUnreplicated(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, 1, 1)
 	m.join(ids[1], g, nil)
-	c.waitRecord("the membership at the starting home", 0, g, func(hg *homeGroup) bool { return hg.at[mh.ID()] == ids[1] })
+	c.waitRecord("the membership at the starting home", 0, g, func(hg group.HomeView) bool { return peer.ID(hg.At[string(mh.ID())]) == ids[1] })
 	pub := c.attachMember(c.n.host(t), 2, 1)
 	held := func() uint64 { return c.sns[1].r.stats.ReplicasHeld.Load() + c.sns[2].r.stats.ReplicasHeld.Load() }
 	id := protocol.NewMessageID()
@@ -782,7 +774,7 @@ func TestLaggingRingTakesTheHomesFrames(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, 2, 1)
 	m.join(ids[2], g, nil)
-	c.waitRecord("the membership at the home", 0, g, func(hg *homeGroup) bool { return !hg.syncing && hg.at[mh.ID()] == ids[2] })
+	c.waitRecord("the membership at the home", 0, g, func(hg group.HomeView) bool { return !hg.Syncing && peer.ID(hg.At[string(mh.ID())]) == ids[2] })
 	pub := c.attachMember(c.n.host(t), 1, 1)
 	pub.publishAll(g, 1, 1)
 	m.waitPayloads("before", want(1, 1))
@@ -821,7 +813,7 @@ func TestRegainedHomeTakesOver(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, y, 1)
 	m.join(ids[y], g, nil)
-	c.waitRecord("the membership at the home", 0, g, func(hg *homeGroup) bool { return !hg.syncing && hg.at[mh.ID()] == ids[y] })
+	c.waitRecord("the membership at the home", 0, g, func(hg group.HomeView) bool { return !hg.Syncing && peer.ID(hg.At[string(mh.ID())]) == ids[y] })
 	pub.publishAll(g, 1, 2)
 	m.waitPayloads("before", want(1, 2))
 	// The ring moves the group to x, whose frames to y are lost.
@@ -866,17 +858,17 @@ func TestRecordMadeAwayIsTakenOver(t *testing.T) {
 	mh := c.n.host(t)
 	m := c.attachMember(mh, y, 1)
 	m.join(ids[y], g, nil)
-	c.waitRecord("the membership at the first home", x, g, func(hg *homeGroup) bool { return !hg.syncing && hg.at[mh.ID()] == ids[y] })
+	c.waitRecord("the membership at the first home", x, g, func(hg group.HomeView) bool { return !hg.Syncing && peer.ID(hg.At[string(mh.ID())]) == ids[y] })
 	pub.publishAll(g, 1, 1)
 	m.waitPayloads("before", want(1, 1))
 	// y hears supernode 0 first and tells it its member; 0's own ring
 	// still names x, which numbers m2, lost on its way to y.
 	setRing(y, full)
 	c.sns[y].r.refresh()
-	c.waitRecord("the membership at supernode 0", 0, g, func(hg *homeGroup) bool { return hg.at[mh.ID()] == ids[y] })
+	c.waitRecord("the membership at supernode 0", 0, g, func(hg group.HomeView) bool { return peer.ID(hg.At[string(mh.ID())]) == ids[y] })
 	// Its sync gives up on x (whose ring names itself: it does not
 	// answer) and its replay to y ends, before x numbers m2.
-	c.waitRecord("supernode 0's sync and replay ended", 0, g, func(hg *homeGroup) bool { return !hg.syncing && len(c.sns[0].r.replays) == 0 })
+	c.waitRecord("supernode 0's sync and replay ended", 0, g, func(hg group.HomeView) bool { return !hg.Syncing && c.sns[0].r.replaysUnderWay() == 0 })
 	c.sns[x].r.links.dropGroupFramesForTest(ids[y])
 	pub.publishAll(g, 2, 2)
 	// Every ring catches up: supernode 0 is the home.
@@ -914,7 +906,7 @@ func TestReplayDoneFromTheHomeAsked(t *testing.T) {
 	waitFor(t, "the resume at the home", func() bool {
 		c.sns[0].r.mu.Lock()
 		defer c.sns[0].r.mu.Unlock()
-		return len(c.sns[0].r.replays) == 1
+		return c.sns[0].r.core.ReplaysForTest() == 1
 	})
 	// Supernode 2's ring moves the group away, and the home answers.
 	own.Publish(newRing(t, ids[1], ids[2]))
@@ -928,12 +920,10 @@ func TestReplayDoneFromTheHomeAsked(t *testing.T) {
 	// home asked nor the home by the ring.
 	own.Publish(c.ring.Load())
 	c.sns[2].r.mu.Lock()
-	c.sns[2].r.resuming[mh.ID()] = map[string]*heldResume{g: {home: ids[0], until: time.Now().Add(time.Hour)}}
+	c.sns[2].r.core.HoldForTest(string(mh.ID()), g, string(ids[0]), time.Now().Add(time.Hour))
 	c.sns[2].r.mu.Unlock()
 	c.sns[2].r.onReplayDone(ids[1], &pb.ReplayDone{Member: []byte(mh.ID()), Resumed: &pb.Resumed{Group: g}})
-	c.sns[2].r.mu.Lock()
-	_, held := c.sns[2].r.resuming[mh.ID()][g]
-	c.sns[2].r.mu.Unlock()
+	held := c.sns[2].r.held(mh.ID(), g)
 	if !held {
 		t.Fatal("a supernode neither asked nor the home by the ring ended a member's hold")
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/supernode/group"
 )
 
 // Presence: a client's location is kept by the members of its home
@@ -294,8 +295,8 @@ func (r *Router) handleLookup(s network.Stream) {
 	now := r.cfg.Now()
 	r.mu.Lock()
 	if g := req.GetGroup(); g != "" {
-		if hg := r.homes[g]; hg != nil {
-			for m := range hg.at {
+		if ms, ok := r.core.Members(g); ok {
+			for _, m := range ms {
 				resp.Members = append(resp.Members, []byte(m))
 			}
 			resp.Found = true
@@ -331,25 +332,10 @@ func (r *Router) refreshLoop(ctx context.Context) {
 func (r *Router) refresh() {
 	now := r.cfg.Now()
 	var ups []presenceUpdate
-	var mems []membershipUpdate
 	r.mu.Lock()
 	for c, ls := range r.sessions {
 		ups = append(ups, presenceUpdate{client: c, seq: ls.seq, attached: true, claim: ls.claim})
 	}
-	for c, gs := range r.joined {
-		for g, claim := range gs {
-			// With this supernode's position in the group: a home new
-			// to the group (the old one died) replays what came after
-			// it to all of this supernode's members (replay.go).
-			pos, ok := r.pos[g]
-			mems = append(mems, membershipUpdate{group: g, member: c, join: true, refresh: true, claim: claim, resume: ok, snResume: ok, pos: pos})
-		}
-	}
-	// After the refreshes: a home new to this supernode's members
-	// learns them, and replays to the supernode, before it hears a
-	// held member's resume.
-	mems = append(mems, r.resendHeldLocked(now)...)
-	r.releaseHeldLocked(now)
 	for c, p := range r.presence {
 		if !now.Before(p.expires) {
 			r.deletePresenceLocked(c, p)
@@ -360,16 +346,8 @@ func (r *Router) refresh() {
 			delete(r.cache, c)
 		}
 	}
-	r.expireToldHomesLocked(now)
-	for g, hg := range r.homes {
-		hg.expire(now)
-		if len(hg.at) == 0 && now.Sub(hg.lastUse) > 3*r.cfg.Refresh {
-			delete(r.homes, g)
-			r.log.Debug("group home record dropped: no members, idle", "group", g)
-		}
-	}
 	r.mu.Unlock()
 	r.sendPresence(ups)
-	r.sendMembership(mems)
+	r.withCore(func(c *group.Core, now time.Time) { c.Refresh(now) })
 	r.expireStored()
 }

@@ -241,12 +241,7 @@ func TestForgedMembershipRefused(t *testing.T) {
 		}}})
 	}
 	at := func() peer.ID {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if hg := r.homes["g"]; hg != nil {
-			return hg.at[member]
-		}
-		return ""
+		return r.memberAt("g", member)
 	}
 	oldAtAttacker := claim("g", attacker, 1) // the member was at the attacker once
 	join(honest, claim("g", honest, 2))

@@ -158,7 +158,7 @@ func TestMembershipsBounded(t *testing.T) {
 	}
 	st := sn.r.Stats()
 	sn.r.mu.Lock()
-	total, homes := sn.r.membersBy.total, len(sn.r.homes)
+	total, homes := sn.r.core.MembershipsHeld()
 	sn.r.mu.Unlock()
 	if total != 500 || homes > 500 {
 		t.Fatalf("%d memberships in %d home groups, want the flooder's share 500", total, homes)
@@ -168,9 +168,7 @@ func TestMembershipsBounded(t *testing.T) {
 	}
 	m := newPeerID(t)
 	sn.r.applyMembership(other, &pb.MembershipBatch{Records: []*pb.MembershipRecord{membershipRecord(t, m, other, "g")}})
-	sn.r.mu.Lock()
-	ok := sn.r.homes["g"] != nil && sn.r.homes["g"].at[m] == other
-	sn.r.mu.Unlock()
+	ok := sn.r.memberAt("g", m) == other
 	if !ok {
 		t.Fatal("another supernode's member not recorded during the flood")
 	}

@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/supernode/group"
 	"github.com/overlayd/overlayd/supernode/store"
 )
 
 // BenchmarkResumeStorm: members resuming together after an outage, each
 // missing the same messages (issue 15: 1,000 members, 100 messages each).
-// The group's home replays, paced (replayFramesPerTick a tick), against the
+// The group's home replays, paced (group.ReplayFramesPerTick a tick), against the
 // same replay unpaced, in one run. Reported: the time until every member
 // has caught up (all missed messages and its Resumed notice), the home's
 // busiest 100 ms window in replayed frames, and the round trip of a
@@ -30,7 +31,7 @@ func BenchmarkResumeStorm(b *testing.B) {
 	for _, mode := range []struct {
 		name   string
 		budget int
-	}{{"paced", replayFramesPerTick}, {"unpaced", 1 << 30}} {
+	}{{"paced", group.ReplayFramesPerTick}, {"unpaced", 1 << 30}} {
 		b.Run(fmt.Sprintf("%s/members=%d/missed=%d", mode.name, members, missed), func(b *testing.B) {
 			for range b.N {
 				resumeStorm(b, members, missed, mode.budget)
@@ -44,7 +45,7 @@ func resumeStorm(b *testing.B, members, missed, budget int) {
 	c := newNoLossClusterCap(b, 4, members+8)
 	home := c.sns[0].r
 	home.mu.Lock()
-	home.replayBudget = budget
+	home.core.SetReplayBudgetForTest(budget)
 	home.mu.Unlock()
 	g := c.groupHomedAt(0)
 	pub := c.attachMember(c.n.host(b), 1, 1)

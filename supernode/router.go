@@ -21,6 +21,7 @@ import (
 	"github.com/overlayd/overlayd/protocol/pb"
 	"github.com/overlayd/overlayd/supernode/capacity"
 	"github.com/overlayd/overlayd/supernode/fanout"
+	"github.com/overlayd/overlayd/supernode/group"
 	"github.com/overlayd/overlayd/supernode/store"
 )
 
@@ -99,19 +100,14 @@ type Router struct {
 	links *links
 
 	mu       sync.Mutex
-	epoch    uint64 // the newest epoch given to a home group (groups.go)
 	presence map[peer.ID]presenceRecord
-	// presenceBy and membersBy count presence records and home-group
-	// memberships by the supernode that sent them, within bounds.
+	// presenceBy counts presence records by the supernode that sent
+	// them, within bounds.
 	presenceBy *originCounts
-	membersBy  *originCounts
 	bounds     recordBounds
 	cache      map[peer.ID]cachedLocation
-	homes      map[string]*homeGroup
-	local      map[string]*fanout.Group
-	joined     map[peer.ID]map[string][]byte // client → groups joined here → its signed claim
-	sessions   map[peer.ID]localSession      // client → its session here
-	inbound    map[network.Stream]struct{}   // relay streams being read
+	sessions   map[peer.ID]localSession    // client → its session here
+	inbound    map[network.Stream]struct{} // relay streams being read
 	// recent remembers message IDs routed lately: a sender's retry of
 	// the same ID is routed with a fresh lookup, not the cached route
 	// that may have lost the first copy.
@@ -122,28 +118,11 @@ type Router struct {
 	storeWaits map[string]*storeWait
 	forwarding map[peer.ID]*forwardPass
 
-	// Group resume and replication (replay.go, replica.go).
-	replays    map[replayKey]*replayJob
+	// core decides the group path (groups.go), called under mu; local
+	// holds the fanout groups of its local members, per group.
+	core       *group.Core
+	local      map[string]*fanout.Group
 	replayWake chan struct{}
-	replayTurn atomic.Uint64
-	// replayBudget is replayFramesPerTick; raised by benchmarks to
-	// compare against unpaced replay.
-	replayBudget int
-	// pendingPubs are numbered publishes waiting for replica acks; syncs
-	// the groups whose new home gathers replicas.
-	pendingPubs map[pubKey]*pendingPublish
-	syncs       map[string]*groupSync
-	// resuming holds members out of their groups' local fanout until
-	// the home's replay is done; pos is the last group message fanned
-	// out here per group.
-	resuming map[peer.ID]map[string]*heldResume
-	pos      map[string]store.Pos
-	// toldHomes are, per group with members here, the supernodes this
-	// one sent their memberships to and until when those records last
-	// there (groups.go): the homes whose group frames it takes.
-	toldHomes map[string]map[peer.ID]time.Time
-	restampMu sync.Mutex
-	restamped map[restampKey][]byte
 
 	wg     sync.WaitGroup
 	stop   chan struct{} // closed by Close
@@ -155,14 +134,13 @@ type Router struct {
 
 // RouterStats are cumulative counts, read with Stats.
 type RouterStats struct {
-	Routed, DeliveredLocal, Relayed, Offline, Unreachable, Busy  atomic.Uint64
-	GroupPublishes, GroupFramesSent, GroupFanouts, FanoutRefused atomic.Uint64
-	// PresenceRefused and MembershipRefused count records refused for a
-	// missing or invalid client claim (forged by a supernode).
-	PresenceRefused, MembershipRefused atomic.Uint64
-	// PublishRefused counts publishes a home refused unsigned;
-	// GroupRefused group messages not stamped by the group's home.
-	PublishRefused, GroupRefused atomic.Uint64
+	// Stats are the group core's counts (group publishes, frames,
+	// fanouts, refusals, replays, replicas, syncs).
+	group.Stats
+	Routed, DeliveredLocal, Relayed, Offline, Unreachable, Busy atomic.Uint64
+	// PresenceRefused counts presence records refused for a missing or
+	// invalid client claim (forged by a supernode).
+	PresenceRefused atomic.Uint64
 
 	// Frames for clients dropped because, encoded, they exceed
 	// protocol.MaxSessionFrame (clientframes.go): direct messages (the
@@ -176,24 +154,10 @@ type RouterStats struct {
 	// memory, or links were closed; and queued frames lost to a failed
 	// dial or write.
 	LinkQueueFrames, LinkQueueBytes, LinksTotalBytes, LinkMemory, LinkClosed, LinkFailed atomic.Uint64
-	// Records refused (presence.go, groups.go): presence past
-	// maxPresence or a supernode's share of it, memberships past
-	// maxMemberships or a supernode's share, new home groups past
-	// maxHomeGroups.
-	PresenceFull, PresenceOriginFull, MembershipsFull, MembershipsOriginFull, HomeGroupsFull atomic.Uint64
+	// Presence records refused (presence.go): past maxPresence or a
+	// supernode's share of it.
+	PresenceFull, PresenceOriginFull atomic.Uint64
 
-	// Group resume (replay.go): replays started, done, done with a gap
-	// (the log no longer held what was asked), refused (too many
-	// waiting), frames replayed, held members released without the home's
-	// answer, held members' resumes sent again to a new home, appends the
-	// log refused and entries that did not decode.
-	ReplaysStarted, ReplaysDone, ReplaysGap, ReplaysRefused, Replayed, ResumesTimedOut, ResumesResent, ReplayLogFailed atomic.Uint64
-	// Home replication (replica.go): replica frames sent, replicas held
-	// for other homes, replicas refused, publishes not replicated in
-	// time, publish retries answered without renumbering, syncs started,
-	// publishes answered BUSY while this supernode's directory was still
-	// filling (RouterConfig.Settled).
-	ReplicasSent, ReplicasHeld, ReplicasRefused, ReplicationTimeouts, PublishRetries, Syncs, HomeUnsettled atomic.Uint64
 	// Offline store-and-forward (offline.go). OfflineSent: messages of
 	// this supernode's clients a majority of the home cluster stored.
 	// As a replica: OfflineStored (new messages stored), OfflineDelivered
@@ -242,31 +206,24 @@ func NewRouter(h host.Host, adm *Admission, cfg RouterConfig) (*Router, error) {
 		log:        cfg.Log.With("component", "router"),
 		presence:   make(map[peer.ID]presenceRecord),
 		presenceBy: newOriginCounts(),
-		membersBy:  newOriginCounts(),
 		bounds:     newRecordBounds(cfg.Sems.Attached.Max(), cfg.MaxPresence, cfg.MaxMemberships),
 		cache:      make(map[peer.ID]cachedLocation),
-		homes:      make(map[string]*homeGroup),
 		local:      make(map[string]*fanout.Group),
-		joined:     make(map[peer.ID]map[string][]byte),
 		sessions:   make(map[peer.ID]localSession),
 		inbound:    make(map[network.Stream]struct{}),
 		recent:     dedup.New(recentRoutes),
-
-		replays:      make(map[replayKey]*replayJob),
-		replayWake:   make(chan struct{}, 1),
-		replayBudget: replayFramesPerTick,
-		pendingPubs:  make(map[pubKey]*pendingPublish),
-		syncs:        make(map[string]*groupSync),
-		resuming:     make(map[peer.ID]map[string]*heldResume),
-		pos:          make(map[string]store.Pos),
-		toldHomes:    make(map[string]map[peer.ID]time.Time),
-		restamped:    make(map[restampKey][]byte),
-		storeWaits:   make(map[string]*storeWait),
-		forwarding:   make(map[peer.ID]*forwardPass),
-		stop:         make(chan struct{}),
+		replayWake: make(chan struct{}, 1),
+		storeWaits: make(map[string]*storeWait),
+		forwarding: make(map[peer.ID]*forwardPass),
+		stop:       make(chan struct{}),
 	}
 	r.links = newLinks(h, r.log, cfg.Now, &r.stats)
 	r.links.failed = r.dropRoutesVia
+	core, err := r.newGroupCore()
+	if err != nil {
+		return nil, fmt.Errorf("router: %w", err)
+	}
+	r.core = core
 	return r, nil
 }
 
@@ -367,23 +324,15 @@ func (r *Router) Detached(client peer.ID, seq uint64) {
 		return
 	}
 	delete(r.sessions, client)
-	delete(r.resuming, client)
-	groups := r.joined[client]
-	delete(r.joined, client)
-	var leave []membershipUpdate
-	for g := range groups {
-		if lg := r.local[g]; lg != nil {
-			lg.Remove(string(client))
-			if lg.Len() == 0 {
-				delete(r.local, g)
-				delete(r.pos, g)
-			}
-		}
-		leave = append(leave, membershipUpdate{group: g, member: client, join: false})
-	}
+	// Its groups are left under the same lock: a newer session's
+	// Attached and joins must not come in between.
+	r.core.Detached(r.cfg.Now(), string(client))
+	busy := r.core.Busy()
 	r.mu.Unlock()
+	if busy {
+		r.wakeReplayer()
+	}
 	r.sendPresence([]presenceUpdate{{client: client, seq: seq, attached: false}})
-	r.sendMembership(leave)
 }
 
 // Frame handles a frame from an attached client.
@@ -626,39 +575,19 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 	case *pb.RelayFrame_Presence:
 		r.applyPresence(from, k.Presence)
 	case *pb.RelayFrame_Membership:
-		r.applyMembership(from, k.Membership)
+		r.withCore(func(c *group.Core, now time.Time) { c.Membership(now, string(from), k.Membership) })
 	case *pb.RelayFrame_Publish:
 		r.homePublish(k.Publish)
 	case *pb.RelayFrame_GroupMessage:
-		// Fan out only what a home of the group stamped: the home by this
-		// supernode's ring, or one it told its members to (whose record
-		// of them lasts), as rings disagree for a while when supernodes
-		// come and go (groups.go, toldHome). Another supernode
-		// cannot number messages for a group it is not home to. (Members
-		// check the stamp and the publisher's signature again.)
-		gm := k.GroupMessage
-		h, _ := r.groupHome(gm.GetGroup())
-		if h != from && !r.toldHome(gm.GetGroup(), from) {
-			r.stats.GroupRefused.Add(1)
-			r.log.Debug("group frame refused: not from a home of the group", "group", gm.GetGroup(), "from", from.ShortString(), "ring_home", h.ShortString(), "epoch", gm.GetEpoch(), "seq", gm.GetSeq())
-			return
-		}
-		if err := protocol.VerifyStamp(gm, from); err != nil {
-			r.stats.GroupRefused.Add(1)
-			return
-		}
-		// Only the ring's home moves this supernode's position in the
-		// group, which it resumes from at a new home: a position left
-		// lower only has repeats replayed, which members drop.
-		r.fanoutLocal(gm, h == from)
+		r.withCore(func(c *group.Core, now time.Time) { c.GroupMessage(now, string(from), k.GroupMessage) })
 	case *pb.RelayFrame_ReplayDone:
-		r.onReplayDone(from, k.ReplayDone)
+		r.withCore(func(c *group.Core, _ time.Time) { c.ReplayDone(string(from), k.ReplayDone) })
 	case *pb.RelayFrame_Replica:
-		r.onReplica(from, k.Replica)
+		r.withCore(func(c *group.Core, _ time.Time) { c.Replica(string(from), k.Replica) })
 	case *pb.RelayFrame_ReplicaAck:
-		r.onReplicaAck(from, k.ReplicaAck)
+		r.withCore(func(c *group.Core, _ time.Time) { c.ReplicaAck(string(from), k.ReplicaAck) })
 	case *pb.RelayFrame_ReplicaSync:
-		r.onReplicaSync(from, k.ReplicaSync)
+		r.withCore(func(c *group.Core, now time.Time) { c.ReplicaSync(now, string(from), k.ReplicaSync) })
 	case *pb.RelayFrame_Store:
 		r.onStoreRequest(from, k.Store)
 	case *pb.RelayFrame_StoreResult:

@@ -132,9 +132,9 @@ func (r *Router) Bounds() BoundsStats {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	b.PresenceRecords, b.HomeGroups = len(r.presence), len(r.homes)
-	if r.membersBy != nil {
-		b.Memberships = r.membersBy.total
+	b.PresenceRecords = len(r.presence)
+	if r.core != nil {
+		b.Memberships, b.HomeGroups = r.core.MembershipsHeld()
 	}
 	b.MaxPresence, b.MaxPresencePerOrigin = r.bounds.presence, r.bounds.presencePerOrigin
 	b.MaxMemberships, b.MaxMembershipsPerOrigin, b.MaxHomeGroups = r.bounds.memberships, r.bounds.membershipsPerOrigin, r.bounds.homeGroups

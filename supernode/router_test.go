@@ -142,8 +142,7 @@ func TestLateDetachOfOlderSessionKeepsNewerGroups(t *testing.T) {
 		if lg := sn.r.local["g"]; lg != nil {
 			members = lg.Len()
 		}
-		_, j := sn.r.joined[ch.ID()]["g"]
-		return j, members
+		return sn.r.core.JoinedForTest(string(ch.ID()), "g"), members
 	}
 	waitFor(t, "the client to join group g", func() bool { j, m := joined(); return j && m == 1 })
 

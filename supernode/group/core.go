@@ -110,7 +110,9 @@ type Signer interface {
 // Slots is a fail-fast semaphore (capacity.Semaphore).
 type Slots interface {
 	TryAcquire() bool
-	Release()
+	// Release returns a slot; an error is a release without an
+	// acquire (a bug of the caller), which the core never makes.
+	Release() error
 }
 
 // Config wires a Core. Ring, Net, Local, Verifier, Signer and Fanout are

@@ -262,7 +262,7 @@ func (c *Core) HomePublish(now time.Time, p *pb.GroupPublish) {
 		c.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home fanout at capacity"})
 		return
 	}
-	defer c.cfg.Fanout.Release()
+	defer func() { _ = c.cfg.Fanout.Release() }()
 	hg := c.homeRecord(p.GetGroup())
 	busy := ""
 	switch {
@@ -387,16 +387,14 @@ func (c *Core) publishResult(p *pb.GroupPublish, res *pb.Result) {
 	c.cfg.Net.Send(origin, &pb.RelayFrame{Kind: &pb.RelayFrame_PublishResult{PublishResult: &pb.PublishResult{To: p.GetFrom(), Result: res}}})
 }
 
-// Members returns the members this supernode records as group's home, and
-// whether it is the group's home by its ring.
-func (c *Core) Members(group string) (members []string, home bool) {
-	if !c.isGroupHome(group) {
+// Members returns the members of this supernode's home record of group;
+// false when it keeps none.
+func (c *Core) Members(group string) ([]string, bool) {
+	hg := c.homes[group]
+	if hg == nil {
 		return nil, false
 	}
-	if hg := c.homes[group]; hg != nil {
-		members = sortedKeys(hg.at)
-	}
-	return members, true
+	return sortedKeys(hg.at), true
 }
 
 // RingChanged is told each time the ring is published. The groups this

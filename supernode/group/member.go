@@ -135,7 +135,7 @@ func (c *Core) sendMembership(now time.Time, ups []membershipUpdate) {
 		}
 	}
 	for _, h := range order {
-		for _, b := range c.splitBatches(batches[h]) {
+		for _, b := range SplitBatches(batches[h], c.cfg.MaxBatchBytes) {
 			if h == c.self {
 				c.Membership(now, c.self, b)
 				continue
@@ -148,10 +148,10 @@ func (c *Core) sendMembership(now time.Time, ups []membershipUpdate) {
 // batchLimit bounds the records of one membership batch.
 const batchLimit = 1000
 
-// splitBatches splits membership records into batches of at most
-// batchLimit records and Config.MaxBatchBytes encoded bytes, so that each
+// SplitBatches splits membership records into batches of at most 1,000
+// records and maxBytes encoded bytes (Config.MaxBatchBytes), so that each
 // batch's relay frame fits what a supernode reads.
-func (c *Core) splitBatches(recs []*pb.MembershipRecord) []*pb.MembershipBatch {
+func SplitBatches(recs []*pb.MembershipRecord, maxBytes int) []*pb.MembershipBatch {
 	var out []*pb.MembershipBatch
 	for len(recs) > 0 {
 		n, size := 0, 0
@@ -159,7 +159,7 @@ func (c *Core) splitBatches(recs []*pb.MembershipRecord) []*pb.MembershipBatch {
 			// A record in the batch: its tag, its length, its bytes.
 			rs := proto.Size(recs[n])
 			rs += 1 + protowire.SizeVarint(uint64(rs))
-			if n > 0 && size+rs > c.cfg.MaxBatchBytes {
+			if n > 0 && size+rs > maxBytes {
 				break
 			}
 			size += rs

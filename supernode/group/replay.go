@@ -163,7 +163,7 @@ func (c *Core) replayStep() {
 	if !c.cfg.Fanout.TryAcquire() {
 		return
 	}
-	defer c.cfg.Fanout.Release()
+	defer func() { _ = c.cfg.Fanout.Release() }()
 	budget := c.replayBudget
 	// Start where the last tick stopped, so that every replay moves.
 	c.replayTurn++

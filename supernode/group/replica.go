@@ -381,7 +381,7 @@ func (c *Core) ReplicaSync(now time.Time, from string, s *pb.ReplicaSync) {
 	if c.cfg.Replay == nil || !c.cfg.Fanout.TryAcquire() {
 		return // the asker numbers without us when its wait ends
 	}
-	defer c.cfg.Fanout.Release()
+	defer func() { _ = c.cfg.Fanout.Release() }()
 	pos := Pos{Epoch: s.GetEpoch(), Seq: s.GetAfterSeq()}
 	es, _, _ := c.cfg.Replay.ReplayAfter(g, pos, ReplayTailMax)
 	for _, e := range es {

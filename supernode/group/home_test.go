@@ -1,13 +1,10 @@
-package supernode
+package group
 
 import (
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-
-	"github.com/overlayd/overlayd/overlay/ring"
+	"github.com/overlayd/overlayd/protocol/pb"
 )
 
 // TestHomeGroupRefreshDoesNotPullAMemberBack: a member that moved (a fresh
@@ -15,7 +12,7 @@ import (
 // left, refreshes it; X's leave then changes nothing. A refresh still
 // records a member the home does not know, or whose record expired.
 func TestHomeGroupRefreshDoesNotPullAMemberBack(t *testing.T) {
-	m, x, y := peer.ID("member"), peer.ID("old-supernode"), peer.ID("new-supernode")
+	m, x, y := "member", "old-supernode", "new-supernode"
 	now := time.Unix(1000, 0)
 	exp := now.Add(3 * time.Second)
 	hg := newHomeGroup(1)
@@ -30,7 +27,7 @@ func TestHomeGroupRefreshDoesNotPullAMemberBack(t *testing.T) {
 		t.Fatalf("after the old supernode's leave: at %q, by supernode %v", hg.at[m], hg.bySN)
 	}
 	// A refresh records an unknown member, and one whose record expired.
-	other := peer.ID("other")
+	other := "other"
 	hg.refresh(other, x, exp, now)
 	if hg.at[other] != x {
 		t.Fatal("a refresh did not record an unknown member")
@@ -47,15 +44,35 @@ func TestHomeGroupRefreshDoesNotPullAMemberBack(t *testing.T) {
 // in a newer epoch: members drop a (group, epoch, seq) they have seen, and
 // would silently lose every message of the recreated group otherwise.
 func TestRecreatedHomeGroupHasANewerEpoch(t *testing.T) {
+	c := newTestCore(t, nil)
 	now := time.Unix(1000, 0) // a clock that does not move
-	r := &Router{cfg: RouterConfig{Now: func() time.Time { return now }, Ring: func() *ring.Ring { return nil }}, homes: map[string]*homeGroup{}, log: slog.New(slog.DiscardHandler)}
-	first := r.newHomeGroupLocked("g")
-	second := r.newHomeGroupLocked("g")
+	first := c.newHomeGroup(now, "g")
+	second := c.newHomeGroup(now, "g")
 	if first.epoch == 0 || second.epoch <= first.epoch {
 		t.Fatalf("epochs %d then %d: a recreated group must get a newer epoch", first.epoch, second.epoch)
 	}
 	now = now.Add(time.Hour)
-	if third := r.newHomeGroupLocked("g"); third.epoch != uint64(now.UnixNano()) {
+	if third := c.newHomeGroup(now, "g"); third.epoch != uint64(now.UnixNano()) {
 		t.Fatalf("epoch %d, want the clock's %d when it has moved on", third.epoch, now.UnixNano())
+	}
+}
+
+// TestFailedLogAppendIsNotAcknowledged: a home whose replay log refuses a
+// message (disk full, a write error) is not one of the majority that holds
+// it; acknowledged on the replicas alone, a crash of the one replica that
+// holds it loses it. The publisher is told BUSY and retries.
+func TestFailedLogAppendIsNotAcknowledged(t *testing.T) {
+	log := &memLog{fail: true}
+	c := newTestCore(t, log)
+	now := time.Unix(1000, 0)
+	c.HomePublish(now, &pb.GroupPublish{Group: "g", Id: []byte("0123456789abcdef"), Signed: []byte("signed"), From: []byte("client"), Origin: []byte("self")})
+	// The new home's sync ends: both peers have nothing.
+	for _, p := range []string{"r1", "r2"} {
+		c.ReplicaSync(now, p, &pb.ReplicaSync{Group: "g", Done: true})
+	}
+	c.ReplicaAck("r1", &pb.ReplicaAck{Group: "g", Epoch: c.epoch, Seq: 1})
+	local := c.cfg.Local.(*fakeLocal)
+	if len(local.results) != 1 || local.results[0].GetStatus() != pb.Result_STATUS_BUSY {
+		t.Fatalf("results %v, want one BUSY", local.results)
 	}
 }
