@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +11,7 @@ import (
 
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/dedup"
+	"github.com/overlayd/overlayd/overlay/member"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 )
@@ -87,31 +86,23 @@ type messenger struct {
 	mu      sync.Mutex
 	pending map[string]pending
 	members map[string]chan *pb.Members
-	groups  map[string]bool
 	subs    map[*Listener]struct{}
 	seen    *dedup.Window
+	// groups are the groups joined, the last message delivered in each
+	// (a new session resumes each group from it) and their dedup, in
+	// seen (overlay/member decides).
+	groups *member.Groups
 	// claimSeq is the seq of the newest membership claim signed.
 	claimSeq uint64
-	// cursor is the last group message delivered per joined group: a
-	// new session resumes each group from it.
-	cursor map[string]groupPos
-}
-
-// groupPos is a group message's position: epochs order the homes' numbering.
-type groupPos struct{ epoch, seq uint64 }
-
-func (p groupPos) after(q groupPos) bool {
-	return p.epoch > q.epoch || p.epoch == q.epoch && p.seq > q.seq
 }
 
 func (m *messenger) init(c *Client) {
 	m.c = c
 	m.pending = map[string]pending{}
 	m.members = map[string]chan *pb.Members{}
-	m.groups = map[string]bool{}
-	m.cursor = map[string]groupPos{}
 	m.subs = map[*Listener]struct{}{}
 	m.seen = dedup.New(dedupWindow)
+	m.groups = member.New(m.seen)
 }
 
 // Listener receives inbound messages; see Client.Listen.
@@ -218,9 +209,9 @@ func (m *messenger) handle(sess *session, f *pb.SessionFrame) {
 	case *pb.SessionFrame_GroupMessage:
 		g := k.GroupMessage
 		m.mu.Lock()
-		member := m.groups[g.GetGroup()]
+		joined := m.groups.Joined(g.GetGroup())
 		m.mu.Unlock()
-		if !member {
+		if !joined {
 			// A supernode kept us in a group we left, or made one up.
 			m.c.m.refused.WithLabelValues(refusedNotMember).Inc()
 			return
@@ -239,15 +230,12 @@ func (m *messenger) handle(sess *session, f *pb.SessionFrame) {
 			m.c.log.Debug("group message refused", "group", g.GetGroup(), "err", err)
 			return
 		}
-		if m.duplicate(fmt.Sprintf("g/%s/%d/%d", g.GetGroup(), g.GetEpoch(), g.GetSeq())) ||
-			m.duplicate("p/"+string(g.GetFrom())+"/"+string(g.GetId())) {
+		m.mu.Lock()
+		deliver := m.groups.Deliver(g.GetGroup(), member.Pos{Epoch: g.GetEpoch(), Seq: g.GetSeq()}, g.GetFrom(), g.GetId())
+		m.mu.Unlock()
+		if !deliver {
 			return
 		}
-		m.mu.Lock()
-		if p := (groupPos{g.GetEpoch(), g.GetSeq()}); m.groups[g.GetGroup()] && p.after(m.cursor[g.GetGroup()]) {
-			m.cursor[g.GetGroup()] = p
-		}
-		m.mu.Unlock()
 		from, _ := peer.IDFromBytes(g.GetFrom())
 		m.publishLocal(Inbound{Kind: KindGroup, Group: g.GetGroup(), Epoch: g.GetEpoch(), Seq: g.GetSeq(), From: from,
 			ID: g.GetId(), Payload: payload, Time: now})
@@ -258,7 +246,7 @@ func (m *messenger) handle(sess *session, f *pb.SessionFrame) {
 		// longer held is a gap, never silence.
 		res := k.Resumed
 		m.c.m.resumes.Inc()
-		if res.GetMissed() > 0 || res.GetMissedUnknown() {
+		if member.Gap(res.GetMissed(), res.GetMissedUnknown()) {
 			m.c.m.resumeGaps.Inc()
 			m.publishLocal(Inbound{Kind: KindGap, Group: res.GetGroup(), Dropped: res.GetMissed(), Unknown: res.GetMissedUnknown(), Time: now})
 		}
@@ -315,18 +303,16 @@ func (m *messenger) ack(a *pb.Ack) {
 // sessionStarted re-joins the client's groups on a new session.
 func (m *messenger) sessionStarted(sess *session) {
 	m.mu.Lock()
-	groups := make([]string, 0, len(m.groups))
-	for g := range m.groups {
-		groups = append(groups, g)
-	}
+	groups := m.groups.List()
 	m.mu.Unlock()
-	for _, g := range groups {
+	for _, st := range groups {
+		g := st.Group
 		if op, err := m.groupOp(sess.peer, g, true); err == nil {
 			m.mu.Lock()
-			if p, ok := m.cursor[g]; ok {
+			if p, ok := m.groups.Resume(g); ok {
 				// Resume from the last message delivered: the home
 				// replays what came after it before live traffic.
-				op.GetGroupOp().Resume, op.GetGroupOp().ResumeEpoch, op.GetGroupOp().ResumeSeq = true, p.epoch, p.seq
+				op.GetGroupOp().Resume, op.GetGroupOp().ResumeEpoch, op.GetGroupOp().ResumeSeq = true, p.Epoch, p.Seq
 			}
 			m.mu.Unlock()
 			_ = sess.write(m.c.now(), op)
@@ -490,10 +476,9 @@ func (c *Client) groupOp(group string, join bool) error {
 	}
 	c.msg.mu.Lock()
 	if join {
-		c.msg.groups[group] = true
+		c.msg.groups.Join(group)
 	} else {
-		delete(c.msg.groups, group)
-		delete(c.msg.cursor, group)
+		c.msg.groups.Leave(group)
 	}
 	c.msg.mu.Unlock()
 	if c.groupsChanged != nil {
@@ -514,9 +499,9 @@ func (c *Client) groupOp(group string, join bool) error {
 func (c *Client) Groups() []string {
 	c.msg.mu.Lock()
 	defer c.msg.mu.Unlock()
-	out := make([]string, 0, len(c.msg.groups))
-	for g := range c.msg.groups {
-		out = append(out, g)
+	var out []string
+	for _, st := range c.msg.groups.List() {
+		out = append(out, st.Group)
 	}
 	return out
 }
@@ -638,12 +623,11 @@ type GroupState struct {
 func (c *Client) GroupStates() []GroupState {
 	c.msg.mu.Lock()
 	defer c.msg.mu.Unlock()
-	out := make([]GroupState, 0, len(c.msg.groups))
-	for g := range c.msg.groups {
-		p := c.msg.cursor[g]
-		out = append(out, GroupState{Group: g, Epoch: p.epoch, Seq: p.seq})
+	sts := c.msg.groups.List()
+	out := make([]GroupState, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, GroupState{Group: st.Group, Epoch: st.Pos.Epoch, Seq: st.Pos.Seq})
 	}
-	slices.SortFunc(out, func(a, b GroupState) int { return strings.Compare(a.Group, b.Group) })
 	return out
 }
 
@@ -659,10 +643,7 @@ func (c *Client) RestoreGroups(states []GroupState) error {
 	c.msg.mu.Lock()
 	defer c.msg.mu.Unlock()
 	for _, s := range states {
-		c.msg.groups[s.Group] = true
-		if s.Epoch != 0 || s.Seq != 0 {
-			c.msg.cursor[s.Group] = groupPos{s.Epoch, s.Seq}
-		}
+		c.msg.groups.Restore(s.Group, member.Pos{Epoch: s.Epoch, Seq: s.Seq})
 	}
 	return nil
 }
