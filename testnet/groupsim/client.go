@@ -7,7 +7,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
@@ -321,20 +320,9 @@ func (c *client) result(r *pb.Result) {
 }
 
 // openGroupMessage is the client's check of a group message: stamped by
-// a supernode that may be a home, signed by its publisher (remembered:
-// every member checks the same bytes).
+// a supernode that may be a home, signed by its publisher.
 func (s *sim) openGroupMessage(gm *pb.GroupMessage) error {
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(gm)
-	if err != nil {
-		return err
-	}
-	key := "c\x00" + string(b)
-	if err, ok := s.verifier.memo[key]; ok {
-		return err
-	}
-	_, err = protocol.OpenGroupMessage(gm, func(p peer.ID) bool { return s.byID[string(p)] != nil })
-	s.verifier.memo[key] = err
-	return err
+	return s.verifier.OpenGroupMessage(gm, func(p string) bool { return s.byID[p] != nil })
 }
 
 // sortedKeys returns m's keys in order.

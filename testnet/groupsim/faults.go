@@ -185,8 +185,16 @@ func (s *sim) flap() {
 	}
 	s.fault(FaultFlap)
 	inc := i.inc
-	i.event(inc, func() { i.setView(j, false) })
-	s.after(s.dur(100*time.Millisecond, 600*time.Millisecond), func() { i.event(inc, func() { i.setView(j, j.up) }) })
+	i.event(inc, func() {
+		i.flapped |= 1 << j.i
+		i.setView(j, false)
+	})
+	s.after(s.dur(100*time.Millisecond, 600*time.Millisecond), func() {
+		i.event(inc, func() {
+			i.flapped &^= 1 << j.i
+			i.setView(j, j.up)
+		})
+	})
 }
 
 // forgeMembership has a supernode relay a membership claim its member

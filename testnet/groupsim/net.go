@@ -1,6 +1,7 @@
 package groupsim
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -54,6 +55,9 @@ func (n *snode) send(to string, f *pb.RelayFrame) bool {
 		return false
 	}
 	f = proto.CloneOf(f) // what the wire would carry
+	if r := f.GetReplica(); r != nil {
+		n.s.diag.replica(n.s, n, r)
+	}
 	n.s.tracef(n.name, "send %s %s", o.name, n.s.frameString(f))
 	n.transmit(o, l, f, false)
 	return true
@@ -87,6 +91,7 @@ func (n *snode) receive(from *snode, f *pb.RelayFrame) {
 	case *pb.RelayFrame_Publish:
 		c.HomePublish(now, k.Publish)
 	case *pb.RelayFrame_Membership:
+		s.diag.membership(s, n, from, k.Membership)
 		c.Membership(now, from.id, k.Membership)
 		s.chk.forgedApplied(n)
 	case *pb.RelayFrame_GroupMessage:
@@ -184,6 +189,8 @@ type memoVerifier struct {
 	v     supernode.GroupVerifier
 	memo  map[string]error
 	claim map[string]claimResult
+	open  map[string]openResult
+	homes []string // every supernode, in order
 }
 
 type claimResult struct {
@@ -194,7 +201,7 @@ type claimResult struct {
 var _ group.Verifier = (*memoVerifier)(nil)
 
 func newMemoVerifier() *memoVerifier {
-	return &memoVerifier{memo: map[string]error{}, claim: map[string]claimResult{}}
+	return &memoVerifier{memo: map[string]error{}, claim: map[string]claimResult{}, open: map[string]openResult{}}
 }
 
 func (m *memoVerifier) remember(key string, f func() error) error {
@@ -232,7 +239,44 @@ func (m *memoVerifier) VerifyStamp(gm *pb.GroupMessage, home string) error {
 	})
 }
 
-// OpenGroupMessage is not memoised: isHome is a function.
+// OpenGroupMessage checks once per message, noting the stamp's signer,
+// then asks isHome about the signer (protocol.OpenGroupMessage asks it
+// exactly that, once). The stamp and the publisher's signature checked
+// before, by VerifyStamp and VerifyPublish, are not checked again.
 func (m *memoVerifier) OpenGroupMessage(gm *pb.GroupMessage, isHome func(string) bool) error {
-	return m.v.OpenGroupMessage(gm, isHome)
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(gm)
+	if err != nil {
+		return err
+	}
+	key := "o\x00" + string(b)
+	r, ok := m.open[key]
+	if !ok {
+		pubKey := "p\x00" + string(gm.GetPublish()) + "\x00" + string(gm.GetFrom()) + "\x00" + gm.GetGroup() + "\x00" + string(gm.GetId())
+		for _, h := range m.homes {
+			if err, ok := m.memo["s\x00"+string(b)+"\x00"+h]; ok && err == nil {
+				if perr, known := m.memo[pubKey]; known {
+					r, ok = openResult{signer: h, err: perr}, true
+				}
+				break
+			}
+		}
+		if !ok {
+			r.err = m.v.OpenGroupMessage(gm, func(p string) bool { r.signer = p; return true })
+		}
+		m.open[key] = r
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if !isHome(r.signer) {
+		return errNotHome
+	}
+	return nil
 }
+
+type openResult struct {
+	signer string
+	err    error
+}
+
+var errNotHome = errors.New("groupsim: group message stamped by a supernode that is not a home of the group")

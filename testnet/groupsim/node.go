@@ -44,6 +44,8 @@ type snode struct {
 	local     map[string]map[string]bool // group → local fanout
 	links     []*link                    // to each other supernode
 	tickDue   bool
+	// flapped are the live supernodes a flap took out of view.
+	flapped uint64
 }
 
 var (
@@ -171,6 +173,7 @@ func (n *snode) restart() {
 	}
 	n.s.tracef(n.name, "RESTART")
 	n.view = 1 << n.i
+	n.flapped = 0
 	n.settledAt = n.s.now + 2*n.s.p.Refresh
 	n.start()
 	for _, o := range n.s.nodes {
@@ -209,8 +212,13 @@ func (n *snode) setView(o *snode, alive bool) {
 	if v == n.view {
 		return
 	}
+	before := map[string]string{}
+	for _, g := range n.s.groups {
+		before[g], _ = n.Home(g)
+	}
 	n.view = v
 	n.ring = n.s.ringOf(v)
+	n.s.diag.ringChanged(n.s, n, before)
 	n.s.tracef(n.name, "ring %s (%d up) view of %s=%v", n.viewString(), bits.OnesCount64(v), o.name, alive)
 	n.core.RingChanged()
 }

@@ -69,9 +69,9 @@ var FaultKinds = []string{FaultCrash, FaultDoubleCrash, FaultFlap, FaultSlowRing
 // DefaultParams are the parameters a zero field takes.
 func DefaultParams() Params {
 	return Params{
-		Supernodes: 6, Groups: 3, Members: 16, Publishers: 4,
-		Span: 12 * time.Second, Quiet: 9 * time.Second, Refresh: time.Second,
-		PublishEvery: 80 * time.Millisecond, MaxAttempts: 40,
+		Supernodes: 6, Groups: 3, Members: 14, Publishers: 3,
+		Span: 10 * time.Second, Quiet: 8 * time.Second, Refresh: time.Second,
+		PublishEvery: 120 * time.Millisecond, MaxAttempts: 40,
 		Faults: map[string]float64{
 			FaultCrash: 0.7, FaultDoubleCrash: 0.08, FaultFlap: 0.6, FaultSlowRing: 0.35,
 			FaultDup: 0.3, FaultAppendFail: 0.25, FaultForgePub: 0.3, FaultForgeMember: 0.3, FaultMove: 0.5,
@@ -133,8 +133,12 @@ type Result struct {
 	// beyond the guarantee, losses the member was told of.
 	Acked, Checked, Lost, LostBeyond, Told int
 	Faults                                 map[string]int
-	Events                                 int
-	TraceHash                              string
+	// Suspects are the known bug patterns the run showed ("pattern
+	// group"); Explained: every failed group has one.
+	Suspects  []string
+	Explained bool
+	Events    int
+	TraceHash string
 	// Trace is the excerpt printed for a failure: the last TraceTail
 	// lines, or those touching the lost messages' groups.
 	Trace []string
@@ -143,7 +147,7 @@ type Result struct {
 // Report is a failure report: the seed, the failures, the trace excerpt.
 func (r Result) Report() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "seed %d: %d failures, faults %v\n", r.Seed, len(r.Failures), r.Faults)
+	fmt.Fprintf(&b, "seed %d: %d failures, faults %v, suspects %v\n", r.Seed, len(r.Failures), r.Faults, r.Suspects)
 	for i, f := range r.Failures {
 		if i == 20 {
 			fmt.Fprintf(&b, "  … %d more\n", len(r.Failures)-i)
@@ -208,6 +212,7 @@ type sim struct {
 	convMax   time.Duration
 	verifier  *memoVerifier
 	forgeKey  crypto.PrivKey
+	diag      *diag
 	cByID     map[string]*client
 	events    int
 	keyReader *rand.ChaCha8
@@ -255,6 +260,7 @@ func Run(seed uint64, p Params) Result {
 		byID:   map[string]*snode{},
 		str:    map[string]string{},
 		cByID:  map[string]*client{},
+		diag:   newDiag(),
 		rings:  map[uint64]*ring.Ring{},
 		tr:     newTracer(),
 		faults: map[string]int{}, on: map[string]bool{},
@@ -271,6 +277,7 @@ func Run(seed uint64, p Params) Result {
 	}
 	for i := range p.Supernodes {
 		s.nodes = append(s.nodes, s.newNode(i))
+		s.verifier.homes = append(s.verifier.homes, s.nodes[i].id)
 	}
 	all := uint64(1)<<len(s.nodes) - 1
 	for _, n := range s.nodes {
@@ -302,7 +309,7 @@ func (s *sim) result() Result {
 		Seed: s.seed, OK: len(c.failures) == 0, Failures: c.failures,
 		BeyondGuarantee: len(c.beyondGroups) > 0, Beyond: c.beyond,
 		Acked: c.ackedN, Checked: c.checked, Lost: c.lost, LostBeyond: c.lostBeyond, Told: c.told,
-		Faults: s.faults, Events: s.events, TraceHash: hex.EncodeToString(s.tr.sum()),
+		Faults: s.faults, Events: s.events, Suspects: s.diag.suspects(), Explained: s.diag.explained(c.failGroups), TraceHash: hex.EncodeToString(s.tr.sum()),
 	}
 	if s.p.FullTrace {
 		r.Trace = s.tr.lines

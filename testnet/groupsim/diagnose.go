@@ -1,0 +1,119 @@
+package groupsim
+
+import (
+	"slices"
+
+	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/supernode/group"
+)
+
+// Suspect patterns: what the simulator saw in a run that matches a known
+// way of losing acknowledged messages. They label failures for the
+// report; they change nothing the checker decides.
+const (
+	// SuspectMaskedResume: a home's first record from a supernode for a
+	// group was a member's join or resume, not the supernode's own refresh
+	// with its position; the supernode's resume that came next was not
+	// taken as new (snNew false), so what the home numbered before it
+	// knew the supernode was never replayed to its other members.
+	SuspectMaskedResume = "masked-supernode-resume"
+	// SuspectFlapHome: a supernode whose ring had dropped a live home for
+	// a moment (a flap) numbered and replicated a group's messages; the
+	// real home never learnt of them.
+	SuspectFlapHome = "flap-home-numbered"
+)
+
+type firstKey struct {
+	h, inc, sn int
+	g          string
+}
+
+type diag struct {
+	first map[firstKey]bool // true: the first record was the supernode's own resume
+	seen  map[string]bool   // "pattern g"
+}
+
+func newDiag() *diag { return &diag{first: map[firstKey]bool{}, seen: map[string]bool{}} }
+
+func (d *diag) flag(s *sim, pattern, g string) {
+	k := pattern + " " + g
+	if !d.seen[k] {
+		d.seen[k] = true
+		s.tracef("DIAG", "%s g=%s", pattern, g)
+	}
+}
+
+// membership notes the first join record from each supernode at a node
+// while the node is the group's home by its ring.
+func (d *diag) membership(s *sim, h, from *snode, b *pb.MembershipBatch) {
+	for _, r := range b.GetRecords() {
+		g := r.GetGroup()
+		if home, ok := h.Home(g); !ok || home != h.id || !r.GetJoin() {
+			continue
+		}
+		k := firstKey{h.i, h.inc, from.i, g}
+		own := r.GetRefresh() && r.GetSupernodeResume()
+		first, ok := d.first[k]
+		if !ok {
+			d.first[k] = own
+			continue
+		}
+		if own && !first {
+			// Masked: did the home's log hold anything after the
+			// supernode's position, which its replay would have sent?
+			after := group.Pos{Epoch: r.GetResumeEpoch(), Seq: r.GetResumeSeq()}
+			if es, _, _ := h.log.ReplayAfter(g, after, 1); len(es) > 0 {
+				d.flag(s, SuspectMaskedResume, g)
+			}
+			d.first[k] = true
+		}
+	}
+}
+
+// ringChanged forgets the first records at h of the groups whose home h
+// became: a new home record learns every supernode anew.
+func (d *diag) ringChanged(s *sim, h *snode, before map[string]string) {
+	for _, g := range s.groups {
+		now, _ := h.Home(g)
+		if now == h.id && before[g] != h.id {
+			for k := range d.first {
+				if k.h == h.i && k.g == g {
+					delete(d.first, k)
+				}
+			}
+		}
+	}
+}
+
+// replica notes a home numbering while its ring lacks a live supernode
+// that a flap took out and that would be the group's home.
+func (d *diag) replica(s *sim, n *snode, gm *pb.GroupMessage) {
+	if n.flapped == 0 {
+		return
+	}
+	g := gm.GetGroup()
+	if home, ok := n.Home(g); !ok || home != n.id {
+		return
+	}
+	r := s.ringOf(n.view | n.flapped)
+	if s.str[r.Lookup([]byte(g))] != n.id {
+		d.flag(s, SuspectFlapHome, g)
+	}
+}
+
+// suspects returns the patterns seen, as "pattern g".
+func (d *diag) suspects() []string {
+	out := sortedKeys(d.seen)
+	slices.Sort(out)
+	return out
+}
+
+// explained reports whether every failed group has a suspect.
+func (d *diag) explained(groups map[string]bool) bool {
+	for g := range groups {
+		if !d.seen[SuspectMaskedResume+" "+g] && !d.seen[SuspectFlapHome+" "+g] {
+			return false
+		}
+	}
+	return true
+}
