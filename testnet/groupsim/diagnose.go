@@ -21,6 +21,11 @@ const (
 	// a moment (a flap) numbered and replicated a group's messages; the
 	// real home never learnt of them.
 	SuspectFlapHome = "flap-home-numbered"
+	// SuspectLogHole: an entry came to a replay log below its last
+	// position, at a position the log does not hold, and was ignored (the
+	// log appends only after its last): a sync answered first by a peer
+	// missing a message, then by one holding it, keeps the hole.
+	SuspectLogHole = "log-hole"
 )
 
 type firstKey struct {
@@ -29,11 +34,16 @@ type firstKey struct {
 }
 
 type diag struct {
-	first map[firstKey]bool // true: the first record was the supernode's own resume
-	seen  map[string]bool   // "pattern g"
+	// first: the first record a home had from a supernode for a group;
+	// masked when it was a member's while other members there had
+	// delivered messages of the group (they have a position to resume).
+	first map[firstKey]firstRecord
+	seen  map[string]bool // "pattern g"
 }
 
-func newDiag() *diag { return &diag{first: map[firstKey]bool{}, seen: map[string]bool{}} }
+type firstRecord struct{ own, masking bool }
+
+func newDiag() *diag { return &diag{first: map[firstKey]firstRecord{}, seen: map[string]bool{}} }
 
 func (d *diag) flag(s *sim, pattern, g string) {
 	k := pattern + " " + g
@@ -44,7 +54,8 @@ func (d *diag) flag(s *sim, pattern, g string) {
 }
 
 // membership notes the first join record from each supernode at a node
-// while the node is the group's home by its ring.
+// while the node is the group's home by its ring, and flags a supernode
+// resume masked by it.
 func (d *diag) membership(s *sim, h, from *snode, b *pb.MembershipBatch) {
 	for _, r := range b.GetRecords() {
 		g := r.GetGroup()
@@ -55,17 +66,22 @@ func (d *diag) membership(s *sim, h, from *snode, b *pb.MembershipBatch) {
 		own := r.GetRefresh() && r.GetSupernodeResume()
 		first, ok := d.first[k]
 		if !ok {
-			d.first[k] = own
+			masking := false
+			if !own {
+				for c := range from.local[g] {
+					if cl := s.cByID[c]; cl != nil && c != string(r.GetMember()) && cl.cursor[g] != (group.Pos{}) {
+						masking = true
+					}
+				}
+			}
+			d.first[k] = firstRecord{own: own, masking: masking}
 			continue
 		}
-		if own && !first {
-			// Masked: did the home's log hold anything after the
-			// supernode's position, which its replay would have sent?
-			after := group.Pos{Epoch: r.GetResumeEpoch(), Seq: r.GetResumeSeq()}
-			if es, _, _ := h.log.ReplayAfter(g, after, 1); len(es) > 0 {
+		if own && !first.own {
+			if first.masking {
 				d.flag(s, SuspectMaskedResume, g)
 			}
-			d.first[k] = true
+			d.first[k] = firstRecord{own: true}
 		}
 	}
 }
@@ -111,7 +127,7 @@ func (d *diag) suspects() []string {
 // explained reports whether every failed group has a suspect.
 func (d *diag) explained(groups map[string]bool) bool {
 	for g := range groups {
-		if !d.seen[SuspectMaskedResume+" "+g] && !d.seen[SuspectFlapHome+" "+g] {
+		if !d.seen[SuspectMaskedResume+" "+g] && !d.seen[SuspectFlapHome+" "+g] && !d.seen[SuspectLogHole+" "+g] {
 			return false
 		}
 	}

@@ -55,7 +55,12 @@ func (l *memLog) AppendReplay(g string, e group.Entry) error {
 	}
 	es := l.g[g]
 	if len(es) > 0 && !pos(e).After(pos(es[len(es)-1].e)) {
-		return nil // at or below the last position: ignored
+		// At or below the last position: ignored. Held or not?
+		i := sort.Search(len(es), func(i int) bool { return !pos(e).After(pos(es[i].e)) })
+		if (i == len(es) || pos(es[i].e) != pos(e)) && pos(e).After(pos(es[0].e)) {
+			l.s.diag.flag(l.s, SuspectLogHole, g)
+		}
+		return nil
 	}
 	if len(es) >= logBound {
 		es = es[1:]
