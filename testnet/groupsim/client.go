@@ -151,7 +151,18 @@ func (c *client) failover() {
 		return
 	}
 	c.s.fault(FaultFailover)
-	c.attach(up[c.s.rng.IntN(len(up))])
+	n := up[c.s.rng.IntN(len(up))]
+	c.attach(n)
+	if c.s.on[FaultHomeFlap] && c.s.chance(0.5) {
+		// While the member's resume is under way, its new supernode's
+		// ring drops the group's home a moment.
+		g := c.s.groups[c.s.rng.IntN(len(c.s.groups))]
+		c.s.after(c.s.dur(0, 80*time.Millisecond), func() {
+			if cl := c.s.trueCluster(g); len(cl) > 0 {
+				c.s.flapPair(n, cl[0], c.s.dur(50*time.Millisecond, 300*time.Millisecond), FaultHomeFlap)
+			}
+		})
+	}
 }
 
 // move ends the session in order and starts one at another supernode.

@@ -26,6 +26,12 @@ const (
 	// log appends only after its last): a sync answered first by a peer
 	// missing a message, then by one holding it, keeps the hole.
 	SuspectLogHole = "log-hole"
+	// SuspectNoPosition: a supernode refreshed a group's membership with
+	// no position (no supernode resume) while members there had delivered
+	// messages of the group: its members all came back by resume, whose
+	// replay (per member) does not move the supernode's position, so a new
+	// home does not replay to it what it numbered before the refresh.
+	SuspectNoPosition = "refresh-without-position"
 )
 
 type firstKey struct {
@@ -61,6 +67,14 @@ func (d *diag) membership(s *sim, h, from *snode, b *pb.MembershipBatch) {
 		g := r.GetGroup()
 		if home, ok := h.Home(g); !ok || home != h.id || !r.GetJoin() {
 			continue
+		}
+		if r.GetRefresh() && !r.GetResume() {
+			for c := range from.local[g] {
+				if cl := s.cByID[c]; cl != nil && cl.cursor[g] != (group.Pos{}) {
+					d.flag(s, SuspectNoPosition, g)
+					break
+				}
+			}
 		}
 		k := firstKey{h.i, h.inc, from.i, g}
 		own := r.GetRefresh() && r.GetSupernodeResume()
@@ -127,7 +141,7 @@ func (d *diag) suspects() []string {
 // explained reports whether every failed group has a suspect.
 func (d *diag) explained(groups map[string]bool) bool {
 	for g := range groups {
-		if !d.seen[SuspectMaskedResume+" "+g] && !d.seen[SuspectFlapHome+" "+g] && !d.seen[SuspectLogHole+" "+g] {
+		if !d.seen[SuspectMaskedResume+" "+g] && !d.seen[SuspectFlapHome+" "+g] && !d.seen[SuspectLogHole+" "+g] && !d.seen[SuspectNoPosition+" "+g] {
 			return false
 		}
 	}

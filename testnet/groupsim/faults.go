@@ -72,6 +72,11 @@ func (s *sim) plan() {
 			s.after(s.dur(time.Second, span-time.Second), s.flap)
 		}
 	}
+	if s.on[FaultHomeFlap] {
+		for range 1 + s.rng.IntN(2) {
+			s.after(s.dur(time.Second, span-3*time.Second), s.homeFlap)
+		}
+	}
 	if s.on[FaultSlowRing] {
 		s.fault(FaultSlowRing)
 	}
@@ -180,16 +185,42 @@ func (s *sim) flap() {
 	}
 	i := up[s.rng.IntN(len(up))]
 	j := up[s.rng.IntN(len(up))]
-	if i == j || i.view&(1<<j.i) == 0 {
+	s.flapPair(i, j, s.dur(100*time.Millisecond, 600*time.Millisecond), FaultFlap)
+}
+
+// homeFlap has the next member of a group's home cluster drop the home
+// from its view twice in a row: the group moves to it, back, to it and
+// back (a home that regains the role, memberships made away).
+func (s *sim) homeFlap() {
+	if s.stop {
 		return
 	}
-	s.fault(FaultFlap)
+	g := s.groups[s.rng.IntN(len(s.groups))]
+	cl := s.trueCluster(g)
+	if len(cl) < 2 {
+		return
+	}
+	i, j := cl[1], cl[0]
+	s.flapPair(i, j, s.dur(150*time.Millisecond, 500*time.Millisecond), FaultHomeFlap)
+	s.after(s.dur(700*time.Millisecond, 2*time.Second), func() {
+		if !s.stop {
+			s.flapPair(i, j, s.dur(150*time.Millisecond, 500*time.Millisecond), FaultHomeFlap)
+		}
+	})
+}
+
+// flapPair has i's view drop j for d.
+func (s *sim) flapPair(i, j *snode, d time.Duration, kind string) {
+	if i == j || !i.up || !j.up || i.view&(1<<j.i) == 0 {
+		return
+	}
+	s.fault(kind)
 	inc := i.inc
 	i.event(inc, func() {
 		i.flapped |= 1 << j.i
 		i.setView(j, false)
 	})
-	s.after(s.dur(100*time.Millisecond, 600*time.Millisecond), func() {
+	s.after(d, func() {
 		i.event(inc, func() {
 			i.flapped &^= 1 << j.i
 			i.setView(j, j.up)

@@ -54,6 +54,7 @@ const (
 	FaultCrash       = "crash"        // a supernode crashes and restarts
 	FaultDoubleCrash = "double-crash" // two of a group's home cluster within a flush
 	FaultFlap        = "ring-flap"    // a node's view drops a live supernode a moment
+	FaultHomeFlap    = "home-flap"    // the next of a home cluster drops the home twice
 	FaultSlowRing    = "slow-ring"    // views converge slowly
 	FaultDup         = "dup-frame"    // a frame delivered twice (reconnect)
 	FaultAppendFail  = "append-fail"  // the replay log refuses an append
@@ -64,7 +65,7 @@ const (
 )
 
 // FaultKinds are the faults Params.Faults enables.
-var FaultKinds = []string{FaultCrash, FaultDoubleCrash, FaultFlap, FaultSlowRing, FaultDup, FaultAppendFail, FaultForgePub, FaultForgeMember, FaultMove}
+var FaultKinds = []string{FaultCrash, FaultDoubleCrash, FaultFlap, FaultHomeFlap, FaultSlowRing, FaultDup, FaultAppendFail, FaultForgePub, FaultForgeMember, FaultMove}
 
 // DefaultParams are the parameters a zero field takes.
 func DefaultParams() Params {
@@ -73,7 +74,7 @@ func DefaultParams() Params {
 		Span: 10 * time.Second, Quiet: 8 * time.Second, Refresh: time.Second,
 		PublishEvery: 120 * time.Millisecond, MaxAttempts: 40,
 		Faults: map[string]float64{
-			FaultCrash: 0.7, FaultDoubleCrash: 0.08, FaultFlap: 0.6, FaultSlowRing: 0.35,
+			FaultCrash: 0.7, FaultDoubleCrash: 0.08, FaultFlap: 0.6, FaultHomeFlap: 0.3, FaultSlowRing: 0.35,
 			FaultDup: 0.3, FaultAppendFail: 0.25, FaultForgePub: 0.3, FaultForgeMember: 0.3, FaultMove: 0.5,
 		},
 		TraceTail: 200,
