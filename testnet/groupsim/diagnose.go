@@ -24,7 +24,11 @@ const (
 	// SuspectLogHole: an entry came to a replay log below its last
 	// position, at a position the log does not hold, and was ignored (the
 	// log appends only after its last): a sync answered first by a peer
-	// missing a message, then by one holding it, keeps the hole.
+	// missing a message, then by one holding it, keeps the hole; and a
+	// live replica below the last (the log holds a newer epoch, numbered
+	// by a home of a flap) is ignored yet acknowledged (Core.Replica acks
+	// whatever AppendReplay did not refuse), so the home counts a replica
+	// that holds nothing.
 	SuspectLogHole = "log-hole"
 	// SuspectNoPosition: a supernode refreshed a group's membership with
 	// no position (no supernode resume) while members there had delivered

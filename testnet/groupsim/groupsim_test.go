@@ -52,10 +52,13 @@ func TestDeterminism(t *testing.T) {
 //     is a member's fresh join or resume, so the supernode's own resume
 //     (its refresh with its position) is not new (snNew) and is not
 //     replayed: its other members miss what the home numbered before.
-//   - log-hole: a new home's sync appends the answers in arrival order to
-//     a log that ignores entries at or below its last; a peer missing a
-//     message (it refused the live replica: its ring lagged) answers
-//     first, and the peer holding it is ignored for that position.
+//   - log-hole: a replay log ignores entries at or below its last
+//     position. A new home's sync appends the answers in arrival order; a
+//     peer missing a message (it refused the live replica: its ring
+//     lagged) answers first, and the peer holding it is ignored for that
+//     position. A replica whose log holds a newer epoch (numbered by a
+//     home of a flap) ignores the real home's live replicas and acks them
+//     all the same (Core.Replica acks what AppendReplay did not refuse).
 //   - flap-home-numbered: a supernode whose ring dropped the live home for
 //     a moment takes the home role, numbers and acknowledges with a
 //     replica; the real home never learns of those messages.
