@@ -1,0 +1,13 @@
+// Package groupsim is a deterministic discrete-event simulator of the group
+// data plane: one real [group.Core] per supernode, driven over simulated
+// links, rings that disagree for a while, a replay log with the store's
+// write-behind, clients that dedup, resume and retry as node/client does,
+// and faults (crashes, double crashes in a home cluster, ring flaps, slow
+// ring convergence, duplicated frames, failed appends, forged publishes and
+// membership claims). A checker holds the run to the written guarantee: an
+// acknowledged publish reaches every member joined throughout exactly once,
+// in order, unless the member was told of a gap.
+//
+// Everything runs on one goroutine from one seeded PCG: the same seed gives
+// the same history, byte for byte (Result.TraceHash).
+package groupsim

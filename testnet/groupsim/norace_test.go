@@ -1,0 +1,5 @@
+//go:build !race
+
+package groupsim
+
+const raceEnabled = false
