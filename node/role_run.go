@@ -215,7 +215,8 @@ func (n *Node) drainTo(ctx context.Context, period time.Duration, keep int, reas
 		if excess <= 0 {
 			return
 		}
-		n.admission.Drain(role.DrainStep(excess, i), reason, step)
+		k := n.admission.Drain(role.DrainStep(excess, i), reason, step)
+		n.log.Debug("drain step", "step", i, "detached", k, "load", load, "reason", reason)
 		select {
 		case <-ctx.Done():
 			return
