@@ -608,3 +608,36 @@ func TestAllAutoNetworkFormsItsTier(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainWaitsForDetachedClients: clients that do not act on their
+// Detach (bare hosts that never read) stay attached until the admission's
+// one-second read deadline ends their sessions, ten steps' worth. The
+// drain still detaches one client per step and each client once: a step
+// waits for the clients it detached to leave before counting the load
+// again, instead of counting them as excess a second time.
+func TestDrainWaitsForDetachedClients(t *testing.T) {
+	drains := &drainLog{}
+	lg, sl := drains.logger()
+	c := attachConfig(t, RoleSupernode, "")
+	c.Capacity = 5
+	sn := startClientConfig(t, c, WithLogger(lg))
+	const k = 3
+	for range k {
+		rawAttach(t, sn)
+	}
+	waitFor(t, 10*time.Second, "the bare clients attached", func() bool { return sn.admission.Load() == k })
+	sn.drainTo(t.Context(), time.Second, 0, "supernode demoted: test", nil)
+	var per []int // clients detached, per step that detached any
+	total := 0
+	for _, st := range sl.snapshot() {
+		per = append(per, st.detached)
+		total += st.detached
+	}
+	if slices.Max(append(per, 0)) > 1 {
+		t.Fatalf("a drain step detached two clients or more: %v per step", per)
+	}
+	if total != k {
+		t.Fatalf("%d detaches for %d clients (%v per step): a client not gone yet was picked again", total, k, per)
+	}
+	waitFor(t, 10*time.Second, "every session ended", func() bool { return sn.admission.Load() == 0 })
+}
