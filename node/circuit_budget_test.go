@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/connmgr"
+	"github.com/libp2p/go-libp2p/core/control"
 	"github.com/libp2p/go-libp2p/core/host"
 	p2pmetrics "github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -173,9 +176,9 @@ const echoProto = protocol.ID("/overlayd-test/echo")
 // back and the first error.
 func relayedEcho(t *testing.T, h host.Host, dst peer.ID, circuit []ma.Multiaddr, n int) (int, error) {
 	t.Helper()
-	// Only the circuit: not the direct addresses identify taught h.
+	// A new circuit: the connection of an earlier one closed first. h
+	// reaches dst only through the circuit (see circuitOnly).
 	_ = h.Network().ClosePeer(dst)
-	h.Peerstore().ClearAddrs(dst)
 	if err := dialCircuit(t, h, dst, circuit); err != nil {
 		return 0, err
 	}
@@ -207,6 +210,43 @@ func relayedEcho(t *testing.T, h host.Host, dst peer.ID, circuit []ma.Multiaddr,
 	return got, err
 }
 
+// circuitOnly is a connection gater that lets its host dial the relay
+// directly and every other peer only through a /p2p-circuit address. The
+// direct addresses identify taught the host over an earlier circuit stay in
+// its peerstore, and clearing them races identify's handling of that
+// circuit's close, which re-adds them: the gater, not the peerstore, keeps
+// the next dial on the relay.
+type circuitOnly struct{ relay peer.ID }
+
+var _ connmgr.ConnectionGater = circuitOnly{}
+
+func (circuitOnly) InterceptPeerDial(peer.ID) bool { return true }
+func (g circuitOnly) InterceptAddrDial(p peer.ID, a ma.Multiaddr) bool {
+	if p == g.relay {
+		return true
+	}
+	_, err := a.ValueForProtocol(ma.P_CIRCUIT)
+	return err == nil
+}
+func (circuitOnly) InterceptAccept(network.ConnMultiaddrs) bool { return true }
+func (circuitOnly) InterceptSecured(network.Direction, peer.ID, network.ConnMultiaddrs) bool {
+	return true
+}
+func (circuitOnly) InterceptUpgraded(network.Conn) (bool, control.DisconnectReason) { return true, 0 }
+
+// circuitHost is a bare host that reaches every peer but relay only
+// through relay circuits.
+func circuitHost(t *testing.T, relay peer.ID) host.Host {
+	t.Helper()
+	h, err := libp2p.New(libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableMetrics(),
+		libp2p.ConnectionGater(circuitOnly{relay: relay}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
 func serveEcho(n *Node) {
 	n.Host().SetStreamHandler(echoProto, func(s network.Stream) {
 		_, _ = io.Copy(s, s)
@@ -235,7 +275,7 @@ func TestRelayBudgetCutsPeer(t *testing.T) {
 	serveEcho(a)
 	serveEcho(a2)
 	circuit := circuitTo(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
-	x, y := rawHost(t), rawHost(t)
+	x, y := circuitHost(t, sn.ID()), circuitHost(t, sn.ID())
 
 	if got, err := relayedEcho(t, x, a.ID(), circuit, 100<<10); err != nil {
 		t.Fatalf("first circuit, within budget: %d bytes back, %v", got, err)

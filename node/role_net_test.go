@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,11 +52,85 @@ func netConfig(tb testing.TB, role Role, boot string) Config {
 	return c
 }
 
-// drainLog records, per supernode, when clients were detached by its
-// demotion.
+// drainLog records, per supernode, the clients that saw their session
+// ended by its demotion (client side) and the steps of its demotion drains
+// (supernode side, see stepLog).
 type drainLog struct {
-	mu sync.Mutex
-	at map[peer.ID][]time.Time
+	mu    sync.Mutex
+	at    map[peer.ID][]time.Time
+	steps map[peer.ID]*stepLog
+}
+
+// logger returns a logger for an auto node that records its drain steps;
+// call track with the started node.
+func (l *drainLog) logger() (*slog.Logger, *stepLog) {
+	sl := &stepLog{}
+	return slog.New(sl), sl
+}
+
+func (l *drainLog) track(n *Node, sl *stepLog) {
+	l.mu.Lock()
+	if l.steps == nil {
+		l.steps = map[peer.ID]*stepLog{}
+	}
+	l.steps[n.ID()] = sl
+	l.mu.Unlock()
+}
+
+// startAuto starts an auto node whose session ends and drain steps go to
+// drains.
+func startAuto(t *testing.T, c Config, drains *drainLog, opts ...Option) *Node {
+	t.Helper()
+	lg, sl := drains.logger()
+	n := startClientConfig(t, c, append(opts, WithObserver(drains.observe), WithLogger(lg))...)
+	drains.track(n, sl)
+	return n
+}
+
+// stepLog is a slog handler keeping a node's "drain step" debug records
+// of demotion drains that detached clients: when the supernode took each
+// step, on its own clock, and how many clients it detached. The clients'
+// session-end times would add each client's delay in reading its Detach,
+// which on a loaded machine is as long as a step.
+type stepLog struct {
+	mu    sync.Mutex
+	steps []drainStepRec
+}
+
+type drainStepRec struct {
+	at       time.Time
+	detached int
+}
+
+func (h *stepLog) Enabled(_ context.Context, l slog.Level) bool { return l <= slog.LevelDebug }
+func (h *stepLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "drain step" {
+		return nil
+	}
+	rec, demoted := drainStepRec{at: r.Time}, false
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "detached":
+			rec.detached = int(a.Value.Int64())
+		case "reason":
+			demoted = strings.HasPrefix(a.Value.String(), "supernode demoted")
+		}
+		return true
+	})
+	if demoted && rec.detached > 0 {
+		h.mu.Lock()
+		h.steps = append(h.steps, rec)
+		h.mu.Unlock()
+	}
+	return nil
+}
+func (h *stepLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *stepLog) WithGroup(string) slog.Handler      { return h }
+
+func (h *stepLog) snapshot() []drainStepRec {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.steps)
 }
 
 func (l *drainLog) observe(e client.Event) {
@@ -121,10 +197,9 @@ func TestAutoRolesNetwork(t *testing.T) {
 	start := time.Now()
 	var autos []*Node
 	for range 8 {
-		autos = append(autos, startClientConfig(t, autoConfig(t, boot, 10),
-			WithReachability(network.ReachabilityPublic), WithObserver(drains.observe)))
+		autos = append(autos, startAuto(t, autoConfig(t, boot, 10), drains, WithReachability(network.ReachabilityPublic)))
 	}
-	private := startClientConfig(t, autoConfig(t, boot, 10), WithReachability(network.ReachabilityPrivate), WithObserver(drains.observe))
+	private := startAuto(t, autoConfig(t, boot, 10), drains, WithReachability(network.ReachabilityPrivate))
 	var clients []*Node
 	for range 16 {
 		c := netConfig(t, RoleOrdinary, boot)
@@ -356,23 +431,40 @@ func watchRoles(t *testing.T, ns []*Node, start time.Time) *roleTimeline {
 }
 
 // checkGradual fails if a demoted supernode detached two clients or more
-// within less than one drain step (DrainPeriod/10 = 100 ms), or if fewer
-// than want supernodes drained two or more.
+// in one drain step (none of these drains has more clients than
+// role.DrainSteps), or two steps less than a drain step apart
+// (DrainPeriod/10 = 100 ms), or if fewer than want supernodes drained two
+// or more. It reads the supernodes' own records of their steps.
 func checkGradual(t *testing.T, drains *drainLog, want int) {
 	t.Helper()
 	drains.mu.Lock()
 	defer drains.mu.Unlock()
 	gradual := 0
-	for sn, ts := range drains.at {
-		first, last := ts[0], ts[0]
-		for _, x := range ts {
-			first, last = minTime(first, x), maxTime(last, x)
+	for sn, sl := range drains.steps {
+		steps := sl.snapshot()
+		if len(steps) == 0 {
+			continue
 		}
-		t.Logf("%s drained %d clients over %v", sn.ShortString(), len(ts), last.Sub(first))
-		if len(ts) >= 2 {
-			if last.Sub(first) < 80*time.Millisecond {
-				t.Fatalf("%s detached %d clients within %v: not gradual", sn.ShortString(), len(ts), last.Sub(first))
+		total := 0
+		for i, st := range steps {
+			total += st.detached
+			if st.detached >= 2 {
+				t.Fatalf("%s detached %d clients in one drain step: not gradual", sn.ShortString(), st.detached)
 			}
+			if i > 0 && st.at.Sub(steps[i-1].at) < 80*time.Millisecond {
+				t.Fatalf("%s took two drain steps %v apart: not gradual", sn.ShortString(), st.at.Sub(steps[i-1].at))
+			}
+		}
+		seen := slices.SortedFunc(slices.Values(drains.at[sn]), time.Time.Compare)
+		closest := time.Duration(0)
+		for i := 1; i < len(seen); i++ {
+			if d := seen[i].Sub(seen[i-1]); i == 1 || d < closest {
+				closest = d
+			}
+		}
+		t.Logf("%s drained %d clients over %v in %d steps; %d clients saw it, the closest two %v apart", sn.ShortString(), total,
+			steps[len(steps)-1].at.Sub(steps[0].at), len(steps), len(seen), closest)
+		if total >= 2 {
 			gradual++
 		}
 	}
@@ -402,7 +494,7 @@ func TestAutoDemotionHandsClientsOver(t *testing.T) {
 	boot := p2pAddr(a)
 	b := pinned(boot)
 	drains := &drainLog{at: map[peer.ID][]time.Time{}}
-	auto := startClientConfig(t, autoConfig(t, boot, 10), WithReachability(network.ReachabilityPublic), WithObserver(drains.observe))
+	auto := startAuto(t, autoConfig(t, boot, 10), drains, WithReachability(network.ReachabilityPublic))
 	// As a supernode it stays a client of another one: let it take a
 	// pinned slot before the crowd does.
 	waitFor(t, 10*time.Second, "auto node attached", func() bool { return auto.attachmentForTest() != "" })
@@ -475,20 +567,6 @@ func statusCriterion(cs []localapi.RoleCriterion, name string) localapi.RoleCrit
 	return localapi.RoleCriterion{Name: "missing " + name}
 }
 
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 // TestAllAutoNetworkFormsItsTier: a network in which every node runs
 // --role auto, with no supernode at the start, forms its own supernode
 // tier. Six public auto nodes (capacity 10) and six private ones bootstrap
@@ -529,4 +607,37 @@ func TestAllAutoNetworkFormsItsTier(t *testing.T) {
 			t.Fatalf("private node role %q", st.Role)
 		}
 	}
+}
+
+// TestDrainWaitsForDetachedClients: clients that do not act on their
+// Detach (bare hosts that never read) stay attached until the admission's
+// one-second read deadline ends their sessions, ten steps' worth. The
+// drain still detaches one client per step and each client once: a step
+// waits for the clients it detached to leave before counting the load
+// again, instead of counting them as excess a second time.
+func TestDrainWaitsForDetachedClients(t *testing.T) {
+	drains := &drainLog{}
+	lg, sl := drains.logger()
+	c := attachConfig(t, RoleSupernode, "")
+	c.Capacity = 5
+	sn := startClientConfig(t, c, WithLogger(lg))
+	const k = 3
+	for range k {
+		rawAttach(t, sn)
+	}
+	waitFor(t, 10*time.Second, "the bare clients attached", func() bool { return sn.admission.Load() == k })
+	sn.drainTo(t.Context(), time.Second, 0, "supernode demoted: test", nil)
+	var per []int // clients detached, per step that detached any
+	total := 0
+	for _, st := range sl.snapshot() {
+		per = append(per, st.detached)
+		total += st.detached
+	}
+	if slices.Max(append(per, 0)) > 1 {
+		t.Fatalf("a drain step detached two clients or more: %v per step", per)
+	}
+	if total != k {
+		t.Fatalf("%d detaches for %d clients (%v per step): a client not gone yet was picked again", total, k, per)
+	}
+	waitFor(t, 10*time.Second, "every session ended", func() bool { return sn.admission.Load() == 0 })
 }

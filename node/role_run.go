@@ -200,9 +200,10 @@ func (n *Node) demoteAuto(ctx context.Context, svc *roleService, why string) {
 	n.log.Info("auto role: now ordinary")
 }
 
-// drainTo detaches the clients above keep in ten even steps over period;
-// each Detach spreads its client's move over one step, so they never all
-// move in the same instant. each, if set, is told the load before every
+// drainTo detaches the clients above keep in ten even steps over period
+// (longer if detached clients are slow to leave, see waitDrainStep); each
+// Detach spreads its client's move over one step, so they never all move
+// in the same instant. each, if set, is told the load before every
 // step and once at the end.
 func (n *Node) drainTo(ctx context.Context, period time.Duration, keep int, reason string, each func(load int)) {
 	step := role.DrainStepInterval(period)
@@ -215,16 +216,57 @@ func (n *Node) drainTo(ctx context.Context, period time.Duration, keep int, reas
 		if excess <= 0 {
 			return
 		}
-		n.admission.Drain(role.DrainStep(excess, i), reason, step)
-		select {
-		case <-ctx.Done():
+		k := n.admission.Drain(role.DrainStep(excess, i), reason, step)
+		n.log.Debug("drain step", "step", i, "detached", k, "load", load, "reason", reason)
+		if !n.waitDrainStep(ctx, step, load-k) {
 			return
-		case <-time.After(step):
 		}
 	}
 	if each != nil {
 		each(n.admission.Load())
 	}
+}
+
+// drainLinger bounds how long a drain step waits, past its interval, for
+// the clients it detached to leave: the admission ends a detached session
+// within a second (its read deadline), so a client still there after
+// drainLinger is stuck, and the drain goes on without it.
+const drainLinger = 2 * time.Second
+
+// waitDrainStep waits one drain step and then, for at most drainLinger,
+// until the load is at most target, the load before the step less the
+// clients it detached, or until ctx ends (false). The next step counts the
+// load again: a client still closing its session would be counted as
+// excess a second time (a later step then detached two clients at once)
+// and could be picked again instead of another client. The load only falls
+// during a drain (admission is closed, or the semaphore is past its limit),
+// so the wait ends as soon as the last of them has left.
+func (n *Node) waitDrainStep(ctx context.Context, step time.Duration, target int) bool {
+	t := time.NewTimer(step)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	}
+	if n.admission.Load() <= target {
+		return true
+	}
+	linger := time.NewTimer(drainLinger)
+	defer linger.Stop()
+	poll := time.NewTicker(max(step/10, time.Millisecond))
+	defer poll.Stop()
+	for n.admission.Load() > target {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-linger.C:
+			n.log.Debug("drain step: detached clients still attached", "load", n.admission.Load(), "want", target)
+			return true
+		case <-poll.C:
+		}
+	}
+	return true
 }
 
 // roleChangedAt is when the auto role last changed (zero if never).

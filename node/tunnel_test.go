@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -120,7 +121,11 @@ func TestTunnelRelayBusy(t *testing.T) {
 func dialCircuit(t *testing.T, h host.Host, to peer.ID, circuit []ma.Multiaddr) error {
 	ctx, cancel := context.WithTimeout(network.WithAllowLimitedConn(t.Context(), "test"), 5*time.Second)
 	defer cancel()
-	return h.Connect(ctx, peer.AddrInfo{ID: to, Addrs: circuit})
+	// Not Connect's own TempAddrTTL: identify, handling the close of an
+	// earlier connection to the peer after this call has begun, drops
+	// every address of that TTL, and the dial fails with "no addresses".
+	h.Peerstore().AddAddrs(to, circuit, peerstore.AddressTTL)
+	return h.Connect(ctx, peer.AddrInfo{ID: to})
 }
 
 // TestTunnelRelayAfterRefusal: a circuit the relay refused leaves the
