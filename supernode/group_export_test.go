@@ -49,7 +49,7 @@ func (r *Router) applyMembership(from peer.ID, b *pb.MembershipBatch) {
 
 // onReplayDone hands r a ReplayDone as if from had sent it.
 func (r *Router) onReplayDone(from peer.ID, d *pb.ReplayDone) {
-	r.withCore(func(c *group.Core, _ time.Time) { c.ReplayDone(string(from), d) })
+	r.withCore(func(c *group.Core, now time.Time) { c.ReplayDone(now, string(from), d) })
 }
 
 // membershipUpdate is a membership record a test makes a supernode send.

@@ -581,7 +581,7 @@ func (r *Router) onRelay(from peer.ID, f *pb.RelayFrame) {
 	case *pb.RelayFrame_GroupMessage:
 		r.withCore(func(c *group.Core, now time.Time) { c.GroupMessage(now, string(from), k.GroupMessage) })
 	case *pb.RelayFrame_ReplayDone:
-		r.withCore(func(c *group.Core, _ time.Time) { c.ReplayDone(string(from), k.ReplayDone) })
+		r.withCore(func(c *group.Core, now time.Time) { c.ReplayDone(now, string(from), k.ReplayDone) })
 	case *pb.RelayFrame_Replica:
 		r.withCore(func(c *group.Core, _ time.Time) { c.Replica(string(from), k.Replica) })
 	case *pb.RelayFrame_ReplicaAck:

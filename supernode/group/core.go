@@ -172,6 +172,18 @@ type Mutations struct {
 	// NoReplayDoneFromAsked: a held member's ReplayDone is taken from
 	// the ring's home only.
 	NoReplayDoneFromAsked bool
+	// NoPosHandoff: a supernode's position moves with every frame of
+	// the ring's home, before a new home has replayed to it, and a home
+	// replays a supernode only when its first record of it is the
+	// supernode's own resume (the rule before testnet/groupsim).
+	NoPosHandoff bool
+	// NoHeldCheck: a replica acknowledges an entry its log ignored.
+	NoHeldCheck bool
+	// NoReplicaHomeCheck: a replica holds a live replica from any member
+	// of the group's home cluster, not only from the home by its ring.
+	NoReplicaHomeCheck bool
+	// NoSyncMerge: a new home appends its sync's answers as they come.
+	NoSyncMerge bool
 }
 
 // Stats are the core's cumulative counts (atomic: metrics read them
@@ -182,6 +194,7 @@ type Stats struct {
 	// invalid claim; PublishRefused publishes a home refused unsigned;
 	// GroupRefused group messages not stamped by a home of the group.
 	MembershipRefused, PublishRefused, GroupRefused atomic.Uint64
+
 	// Memberships past the bound or a supernode's share of it, new home
 	// groups past theirs.
 	MembershipsFull, MembershipsOriginFull, HomeGroupsFull atomic.Uint64
@@ -218,6 +231,7 @@ type Core struct {
 	local    map[string]map[string]bool   // group → clients in its local fanout
 	resuming map[string]map[string]*heldResume
 	pos      map[string]Pos
+	posFrom  map[string]string // group → the home its position follows
 	// toldHomes: per group with members here, the supernodes this one
 	// sent their memberships to and until when those records last there.
 	toldHomes map[string]map[string]time.Time
@@ -266,6 +280,7 @@ func New(cfg Config) (*Core, error) {
 		local:        map[string]map[string]bool{},
 		resuming:     map[string]map[string]*heldResume{},
 		pos:          map[string]Pos{},
+		posFrom:      map[string]string{},
 		toldHomes:    map[string]map[string]time.Time{},
 		replays:      map[replayKey]*replayJob{},
 		pendingPubs:  map[pubKey]*pendingPublish{},

@@ -32,6 +32,10 @@ type homeGroup struct {
 	// replaying are the supernodes being replayed the group: they get no
 	// live frame until their replay is done.
 	replaying map[string]bool
+	// resumed are the supernodes whose own resume this record took:
+	// each is replayed to once per record.
+	resumed map[string]bool
+
 	// syncing: the home is gathering the group's replicas and numbers
 	// nothing yet; waiting are the publishes that came meanwhile (at most
 	// MaxWaitingPublishes), numbered when it ends.
@@ -49,7 +53,7 @@ type homeGroup struct {
 
 func newHomeGroup(epoch uint64) *homeGroup {
 	return &homeGroup{epoch: epoch, at: map[string]string{}, seen: map[string]time.Time{}, bySN: map[string]int{},
-		claims: map[string][]byte{}, claimSeq: map[string]uint64{}, replaying: map[string]bool{}}
+		claims: map[string][]byte{}, claimSeq: map[string]uint64{}, replaying: map[string]bool{}, resumed: map[string]bool{}}
 }
 
 // verified reports whether claim is the one already verified for member m
@@ -192,7 +196,13 @@ func (c *Core) Membership(now time.Time, from string, b *pb.MembershipBatch) {
 		hg.lastUse = now
 		// A supernode new to the group here (this home is new to the
 		// group, or the supernode is) may resume all its members.
-		snNew := hg.bySN[from] == 0 && !hg.replaying[from]
+		// A supernode asks for its resume only while its position
+		// does not follow this home (member.go, movesPos): each is
+		// answered.
+		snNew := !hg.resumed[from] && !hg.replaying[from]
+		if c.cfg.Mutations.NoPosHandoff {
+			snNew = hg.bySN[from] == 0 && !hg.replaying[from]
+		}
 		if !verified && mc.Seq < hg.claimSeq[m] {
 			// An older claim (replayed by a supernode the member
 			// left) renews at most; it never moves the member.
@@ -216,6 +226,7 @@ func (c *Core) Membership(now time.Time, from string, b *pb.MembershipBatch) {
 			pos := Pos{Epoch: rec.GetResumeEpoch(), Seq: rec.GetResumeSeq()}
 			switch {
 			case rec.GetSupernodeResume() && snNew:
+				hg.resumed[from] = true
 				c.startReplay(hg, replayKey{group: rec.GetGroup(), sn: from}, pos)
 			case !rec.GetSupernodeResume() && !rec.GetRefresh():
 				c.startReplay(hg, replayKey{group: rec.GetGroup(), sn: from, member: m}, pos)
@@ -365,7 +376,7 @@ func (c *Core) sendNumbered(hg *homeGroup, gm *pb.GroupMessage) {
 			continue
 		}
 		if sn == c.self {
-			c.fanoutLocal(gm, true)
+			c.fanoutLocal(gm, c.self)
 			continue
 		}
 		if c.cfg.Net.SendGroup(sn, frame) {

@@ -99,6 +99,7 @@ func (c *Core) leaveLocal(g, client string, forget bool) {
 	if forget && len(lg) == 0 {
 		delete(c.local, g)
 		delete(c.pos, g)
+		delete(c.posFrom, g)
 	}
 }
 
@@ -120,6 +121,15 @@ func (c *Core) Detached(now time.Time, client string) {
 func (c *Core) sendMembership(now time.Time, ups []membershipUpdate) {
 	batches := map[string][]*pb.MembershipRecord{}
 	var order []string
+	type homeGroupKey struct{ home, group string }
+	snAsked := map[homeGroupKey]bool{}
+	for _, u := range ups {
+		if u.snResume {
+			if h, ok := c.groupHome(u.group); ok {
+				snAsked[homeGroupKey{h, u.group}] = true
+			}
+		}
+	}
 	for _, u := range ups {
 		h, ok := c.groupHome(u.group)
 		if !ok {
@@ -127,6 +137,19 @@ func (c *Core) sendMembership(now time.Time, ups []membershipUpdate) {
 		}
 		if batches[h] == nil {
 			order = append(order, h)
+		}
+		if k := (homeGroupKey{h, u.group}); u.join && !snAsked[k] && c.needsReplay(u.group, h) {
+			// A home this supernode's position does not follow learns
+			// of a member here: the supernode's own resume goes first,
+			// in the same batch, so that the home replays to it before
+			// it sends it a live frame (a live frame first moved the
+			// position past what the home held and this supernode
+			// missed, or reached the members before it; found by
+			// testnet/groupsim).
+			snAsked[k] = true
+			if r := c.snResumeRecord(u.group); r != nil {
+				batches[h] = append(batches[h], r)
+			}
 		}
 		batches[h] = append(batches[h], &pb.MembershipRecord{Group: u.group, Member: []byte(u.member), Supernode: []byte(c.self), Join: u.join, Refresh: u.refresh, Claim: u.claim,
 			Resume: u.resume, SupernodeResume: u.snResume, ResumeEpoch: u.pos.Epoch, ResumeSeq: u.pos.Seq})
@@ -213,17 +236,42 @@ func (c *Core) GroupMessage(now time.Time, from string, gm *pb.GroupMessage) {
 		c.stats.GroupRefused.Add(1)
 		return
 	}
-	// Only the ring's home moves this supernode's position in the group,
-	// which it resumes from at a new home: a position left lower only
-	// has repeats replayed, which members drop.
-	c.fanoutLocal(gm, h == from)
+	mover := ""
+	if h == from {
+		mover = from
+	}
+	c.fanoutLocal(gm, mover)
+}
+
+// needsReplay reports whether this supernode has a position in group g
+// that does not follow home h: h is to replay to it after it.
+func (c *Core) needsReplay(g, h string) bool {
+	if c.cfg.Mutations.NoPosHandoff {
+		return false
+	}
+	_, has := c.pos[g]
+	return has && c.posFrom[g] != h && len(c.local[g]) > 0
+}
+
+// snResumeRecord is a membership record carrying this supernode's own
+// resume of group g, on behalf of one of its members there (the record
+// format has no supernode-only form); nil when no member here has a claim.
+func (c *Core) snResumeRecord(g string) *pb.MembershipRecord {
+	for _, cl := range sortedKeys(c.local[g]) {
+		if claim, ok := c.joined[cl][g]; ok {
+			p := c.pos[g]
+			return &pb.MembershipRecord{Group: g, Member: []byte(cl), Supernode: []byte(c.self), Join: true, Refresh: true, Claim: claim,
+				Resume: true, SupernodeResume: true, ResumeEpoch: p.Epoch, ResumeSeq: p.Seq}
+		}
+	}
+	return nil
 }
 
 // fanoutLocal delivers a group message to this supernode's local members.
-// movePos: the message is from the group's home by this supernode's
-// ring, and its position becomes this supernode's in the group when it
-// is later.
-func (c *Core) fanoutLocal(gm *pb.GroupMessage, movePos bool) {
+// mover is the home by this supernode's ring that sent it (empty: another
+// home): its position becomes this supernode's in the group when it is
+// later and this supernode's position follows that home (posFrom).
+func (c *Core) fanoutLocal(gm *pb.GroupMessage, mover string) {
 	if len(gm.GetOnly()) > 0 {
 		c.deliverOnly(gm)
 		return
@@ -232,10 +280,34 @@ func (c *Core) fanoutLocal(gm *pb.GroupMessage, movePos bool) {
 	if len(c.local[g]) == 0 {
 		return
 	}
-	if p := (Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}); movePos && p.After(c.pos[g]) {
+	if p := (Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}); c.movesPos(g, mover) && p.After(c.pos[g]) {
 		c.pos[g] = p
 	}
 	c.cfg.Local.Fanout(gm)
+}
+
+// A supernode's position in a group is what it resumes from at a new
+// home: a new home replays after it to all of its members. It follows one
+// home at a time (posFrom): the home that numbered the first message
+// fanned out here, then, after a home change, the new home once it has
+// replayed to this supernode (its ReplayDone for the supernode). Moved by
+// a new home's live frames before that, the position passed messages the
+// new home held and this supernode never got (its members joined the new
+// home's record by a member's join or resume first, so live frames came
+// before this supernode's own resume; found by testnet/groupsim), and its
+// resume then asked for nothing.
+func (c *Core) movesPos(g, mover string) bool {
+	if mover == "" {
+		return false
+	}
+	if c.cfg.Mutations.NoPosHandoff {
+		return true
+	}
+	if _, has := c.pos[g]; !has {
+		c.posFrom[g] = mover
+		return true
+	}
+	return c.posFrom[g] == mover
 }
 
 // deliverOnly delivers a per-member group message.
@@ -254,6 +326,9 @@ func (c *Core) Refresh(now time.Time) {
 	for _, cl := range sortedKeys(c.joined) {
 		gs := c.joined[cl]
 		for _, g := range sortedKeys(gs) {
+			// With this supernode's position when it does not follow
+			// the home by its ring yet: that home replays what came
+			// after it to all of this supernode's members.
 			pos, ok := c.pos[g]
 			mems = append(mems, membershipUpdate{group: g, member: cl, join: true, refresh: true, claim: gs[g], resume: ok, snResume: ok, pos: pos})
 		}

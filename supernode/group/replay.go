@@ -266,7 +266,7 @@ func (c *Core) sendReplayEntry(k replayKey, e Entry) bool {
 	case k.sn != c.self:
 		sent = c.cfg.Net.SendGroup(k.sn, &pb.RelayFrame{Kind: &pb.RelayFrame_GroupMessage{GroupMessage: gm}})
 	default:
-		c.fanoutLocal(gm, true)
+		c.fanoutLocal(gm, c.self)
 	}
 	if sent {
 		c.stats.Replayed.Add(1)
@@ -318,6 +318,8 @@ func (c *Core) sendReplayDone(k replayKey, res *pb.Resumed) bool {
 	if k.sn == c.self {
 		if k.member != "" {
 			c.resumeDone(k.member, res)
+		} else {
+			c.replayedTo(k.group, c.self, res)
 		}
 		return true
 	}
@@ -330,11 +332,14 @@ func (c *Core) sendReplayDone(k replayKey, res *pb.Resumed) bool {
 // the answer came refused it, and the member stayed held out of the group
 // until its hold ran out (a gap notice) while the messages numbered
 // meanwhile reached it neither live nor replayed.
-func (c *Core) ReplayDone(from string, d *pb.ReplayDone) {
+func (c *Core) ReplayDone(now time.Time, from string, d *pb.ReplayDone) {
 	res := d.GetResumed()
 	g := res.GetGroup()
 	m := string(d.GetMember())
 	if m == "" {
+		if h, _ := c.groupHome(g); h == from || c.toldHome(now, g, from) {
+			c.replayedTo(g, from, res)
+		}
 		return
 	}
 	h, ok := c.groupHome(g)
@@ -344,6 +349,19 @@ func (c *Core) ReplayDone(from string, d *pb.ReplayDone) {
 		return
 	}
 	c.resumeDone(m, res)
+}
+
+// replayedTo is the end of this supernode's own replay of group g at
+// home: its position is where the replay ended, and follows that home
+// from here (movesPos).
+func (c *Core) replayedTo(g, home string, res *pb.Resumed) {
+	if len(c.local[g]) == 0 {
+		return
+	}
+	if p := (Pos{Epoch: res.GetEpoch(), Seq: res.GetSeq()}); p.After(c.pos[g]) {
+		c.pos[g] = p
+	}
+	c.posFrom[g] = home
 }
 
 // resumeDone lets a resuming member into its group's local fanout and

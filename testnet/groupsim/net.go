@@ -97,7 +97,7 @@ func (n *snode) receive(from *snode, f *pb.RelayFrame) {
 	case *pb.RelayFrame_GroupMessage:
 		c.GroupMessage(now, from.id, k.GroupMessage)
 	case *pb.RelayFrame_ReplayDone:
-		c.ReplayDone(from.id, k.ReplayDone)
+		c.ReplayDone(now, from.id, k.ReplayDone)
 	case *pb.RelayFrame_Replica:
 		c.Replica(from.id, k.Replica)
 	case *pb.RelayFrame_ReplicaAck:

@@ -308,4 +308,4 @@ func (sl *slots) TryAcquire() bool {
 	return true
 }
 
-func (sl *slots) Release() { sl.used-- }
+func (sl *slots) Release() error { sl.used--; return nil }
