@@ -8,6 +8,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/overlay/dedup"
+	"github.com/overlayd/overlayd/overlay/member"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 	"github.com/overlayd/overlayd/supernode/group"
@@ -16,6 +18,9 @@ import (
 // publishTimeout is how long a publisher waits for a result before it
 // retries with the same ID.
 const publishTimeout = 4 * time.Second
+
+// clientDedupWindow is node/client's dedup window.
+const clientDedupWindow = 8192
 
 // client is a member or a publisher, as node/client behaves: it dedups by
 // (group, epoch, seq) and by (from, id), keeps its cursor (the last
@@ -33,9 +38,9 @@ type client struct {
 	at       *snode
 	sess     int
 	up, down link
-	groups   map[string]bool
-	cursor   map[string]group.Pos
-	seen     map[string]bool
+	// mg decides deliveries, as node/client's does: the groups joined,
+	// the position each resumes from, dedup (overlay/member).
+	mg       *member.Groups
 	claimSeq uint64
 	pubs     map[string]*pub
 	dropped  bool // DropOneDelivery done
@@ -60,7 +65,7 @@ func (s *sim) newClient(i int, name string) *client {
 	}
 	c := &client{s: s, i: i, id: string(pid), pid: pid, name: name, key: key,
 		up: link{lat: s.dur(200*time.Microsecond, 2*time.Millisecond)}, down: link{lat: s.dur(200*time.Microsecond, 2*time.Millisecond)},
-		groups: map[string]bool{}, cursor: map[string]group.Pos{}, seen: map[string]bool{}, pubs: map[string]*pub{}}
+		mg: member.New(dedup.New(clientDedupWindow)), pubs: map[string]*pub{}}
 	s.cls = append(s.cls, c)
 	s.cByID[c.id] = c
 	return c
@@ -97,12 +102,10 @@ func (c *client) attach(n *snode) {
 	c.sess++
 	c.s.tracef(c.name, "attach %s", n.name)
 	c.toNode(false, func(n *snode) { n.sessions[c.id] = c })
-	for _, g := range sortedKeys(c.groups) {
-		if !c.groups[g] {
-			continue
-		}
+	for _, st := range c.mg.List() {
+		g := st.Group
 		op := c.groupOp(n, g, true)
-		if p, ok := c.cursor[g]; ok {
+		if p, ok := c.mg.Resume(g); ok {
 			op.Resume, op.ResumeEpoch, op.ResumeSeq = true, p.Epoch, p.Seq
 		}
 		c.sendOp(op)
@@ -194,10 +197,10 @@ func (c *client) move() {
 
 // join and leave a group.
 func (c *client) join(g string) {
-	if c.groups[g] {
+	if c.mg.Joined(g) {
 		return
 	}
-	c.groups[g] = true
+	c.mg.Join(g)
 	c.s.chk.joined(c, g)
 	if c.at != nil {
 		c.sendOp(c.groupOp(c.at, g, true))
@@ -205,10 +208,10 @@ func (c *client) join(g string) {
 }
 
 func (c *client) leave(g string) {
-	if !c.groups[g] {
+	if !c.mg.Joined(g) {
 		return
 	}
-	c.groups[g] = false
+	c.mg.Leave(g)
 	c.s.chk.left(c, g)
 	if c.at != nil {
 		c.sendOp(c.groupOp(c.at, g, false))
@@ -280,23 +283,15 @@ func (c *client) groupMessage(gm *pb.GroupMessage) {
 	s := c.s
 	g := gm.GetGroup()
 	s.chk.raw(c, gm)
-	if !c.groups[g] {
+	if !c.mg.Joined(g) {
 		return
 	}
 	if err := s.openGroupMessage(gm); err != nil {
 		s.tracef(c.name, "refused %s: %v", s.gmString(gm), err)
 		return
 	}
-	kp := fmt.Sprintf("g/%s/%d/%d", g, gm.GetEpoch(), gm.GetSeq())
-	ki := "p/" + string(gm.GetFrom()) + "/" + string(gm.GetId())
-	if c.seen[kp] || c.seen[ki] {
-		c.seen[kp], c.seen[ki] = true, true
+	if !c.mg.Deliver(g, member.Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}, gm.GetFrom(), gm.GetId()) {
 		return
-	}
-	c.seen[kp], c.seen[ki] = true, true
-	p := group.Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}
-	if p.After(c.cursor[g]) {
-		c.cursor[g] = p
 	}
 	if s.p.DropOneDelivery && !c.dropped && c.i == 0 && s.now > 3*time.Second {
 		c.dropped = true
@@ -344,4 +339,10 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(ks)
 	return ks
+}
+
+// hasPos reports whether the client has delivered a message of g.
+func (c *client) hasPos(g string) bool {
+	_, ok := c.mg.Resume(g)
+	return ok
 }

@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/overlayd/overlayd/protocol/pb"
-	"github.com/overlayd/overlayd/supernode/group"
 )
 
 // Suspect patterns: what the simulator saw in a run that matches a known
@@ -74,7 +73,7 @@ func (d *diag) membership(s *sim, h, from *snode, b *pb.MembershipBatch) {
 		}
 		if r.GetRefresh() && !r.GetResume() {
 			for c := range from.local[g] {
-				if cl := s.cByID[c]; cl != nil && cl.cursor[g] != (group.Pos{}) {
+				if cl := s.cByID[c]; cl != nil && cl.hasPos(g) {
 					d.flag(s, SuspectNoPosition, g)
 					break
 				}
@@ -87,7 +86,7 @@ func (d *diag) membership(s *sim, h, from *snode, b *pb.MembershipBatch) {
 			masking := false
 			if !own {
 				for c := range from.local[g] {
-					if cl := s.cByID[c]; cl != nil && c != string(r.GetMember()) && cl.cursor[g] != (group.Pos{}) {
+					if cl := s.cByID[c]; cl != nil && c != string(r.GetMember()) && cl.hasPos(g) {
 						masking = true
 					}
 				}

@@ -1,7 +1,8 @@
 // Package groupsim is a deterministic discrete-event simulator of the group
 // data plane: one real [group.Core] per supernode, driven over simulated
 // links, rings that disagree for a while, a replay log with the store's
-// write-behind, clients that dedup, resume and retry as node/client does,
+// write-behind, clients that decide with overlay/member (dedup, the
+// position they resume from) and retry as node/client does,
 // and faults (crashes, double crashes in a home cluster, ring flaps, slow
 // ring convergence, duplicated frames, failed appends, forged publishes and
 // membership claims). A checker holds the run to the written guarantee: an
@@ -9,5 +10,7 @@
 // in order, unless the member was told of a gap.
 //
 // Everything runs on one goroutine from one seeded PCG: the same seed gives
-// the same history, byte for byte (Result.TraceHash).
+// the same history, byte for byte (Result.TraceHash). [Seeds] runs many
+// seeds, one goroutine each, for `overlayd testnet sim --scenario groups`
+// and the tests; Params.Mutations switch off the core's fixes one at a time.
 package groupsim
