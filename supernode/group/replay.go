@@ -79,8 +79,8 @@ func DecodeEntry(b []byte) (kind byte, gm *pb.GroupMessage, ok bool) {
 		return 0, nil, false
 	}
 	gm = &pb.GroupMessage{}
-	if proto.Unmarshal(b[1:], gm) != nil {
-		return 0, nil, false
+	if proto.Unmarshal(b[1:], gm) != nil || gm.GetGroup() == "" {
+		return 0, nil, false // a message of no group is not one a home logged
 	}
 	return b[0], gm, true
 }

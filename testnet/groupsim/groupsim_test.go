@@ -1,7 +1,6 @@
 package groupsim
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/overlayd/overlayd/supernode/group"
@@ -194,13 +193,6 @@ func TestMutations(t *testing.T) {
 			}
 		})
 	}
-}
-
-func first(fs []string) string {
-	if len(fs) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%s (+%d)", fs[0], len(fs)-1)
 }
 
 func BenchmarkSeeds(b *testing.B) {

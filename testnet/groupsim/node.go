@@ -92,8 +92,7 @@ func (n *snode) start() {
 	}
 	n.core = c
 	inc := n.inc
-	var phase time.Duration
-	phase = n.s.dur(0, n.s.p.Refresh)
+	phase := n.s.dur(0, n.s.p.Refresh)
 	var refresh func()
 	refresh = func() {
 		if !n.alive(inc) {

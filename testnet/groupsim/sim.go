@@ -210,7 +210,6 @@ type sim struct {
 	on        map[string]bool
 	dupP      float64
 	failP     float64
-	convMax   time.Duration
 	verifier  *memoVerifier
 	forgeKey  crypto.PrivKey
 	diag      *diag
@@ -378,7 +377,6 @@ func (s *sim) upNodes() []*snode {
 
 // tracer keeps the trace: a running hash of every line and the lines.
 type tracer struct {
-	h     [32]byte
 	lines []string
 	hash  interface {
 		Write([]byte) (int, error)
