@@ -159,8 +159,10 @@ var detected = map[string]bool{"NoSettledWait": true, "NoToldHomes": true, "NoPo
 // TestMutations switches off each past fix in turn and compares the
 // failures over the same seeds with every fix in.
 func TestMutations(t *testing.T) {
-	if testing.Short() {
-		t.Skip("long")
+	if testing.Short() || raceEnabled {
+		// 1,000 seeds: about a minute, and nine under -race, which the
+		// core (one goroutine) does not need. .ci/run runs it without.
+		t.Skip("long: run without -short and -race (.ci/run does)")
 	}
 	count := func(p Params) (bad int, only []uint64, results []Result) {
 		results = runSeeds(1, mutationSeeds, p)
