@@ -227,6 +227,7 @@ func (f *homeCostFixture) publishWindow(b *testing.B, g string, n int, naive boo
 	home := f.sns[0]
 	home.r.mu.Lock()
 	home.r.cfg.PerMemberFanoutForTest = naive
+	home.r.core.SetPerMemberFanoutForTest(naive)
 	home.r.mu.Unlock()
 	per := uint64(len(f.sns) - 1)
 	if naive {

@@ -58,3 +58,7 @@ func (c *Core) JoinedForTest(client, g string) bool {
 	_, ok := c.joined[client][g]
 	return ok
 }
+
+// SetPerMemberFanoutForTest switches the naive design (one frame per
+// member) on or off: benchmarks compare both on one network.
+func (c *Core) SetPerMemberFanoutForTest(on bool) { c.cfg.PerMemberFanout = on }
