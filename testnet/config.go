@@ -40,6 +40,13 @@ type Config struct {
 	// home replication, as before they existed. For comparison only: it
 	// shows what the loss criterion guards against.
 	NoResume bool
+	// SpareHome keeps the group's home out of the supernodes that
+	// KillSupernodes crashes, so that the members fail over while the
+	// home goes on taking publishes. For comparison only: with the home
+	// among the crashed, publishing stalls until the rings drop it, which
+	// is after the members failed over, and a member's failover gap holds
+	// no publish to lose (TestLossCriterionNeedsResume).
+	SpareHome bool
 	// FullDirectory keeps the ordinary nodes on the announcement topic
 	// (node.Config.FullDirectory: the design before the partial view), to
 	// compare the two.

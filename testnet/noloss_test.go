@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/overlayd/overlayd/node"
-	"github.com/overlayd/overlayd/overlay/cluster"
 )
 
 // End-to-end tests of group resume and home replication (issue 15) on
@@ -37,25 +36,6 @@ func lossNet(ctx context.Context, t *testing.T, noResume bool) *Network {
 		t.Fatal(err)
 	}
 	return n
-}
-
-// groupHome returns the running supernode that is GroupName's home by the
-// first supernode's ring.
-func (n *Network) groupHome() *node.Node {
-	sns := n.Supernodes()
-	if len(sns) == 0 {
-		return nil
-	}
-	h, ok := cluster.GroupHome(sns[0].Ring(), GroupName)
-	if !ok {
-		return nil
-	}
-	for _, s := range sns {
-		if s.ID() == h {
-			return s
-		}
-	}
-	return nil
 }
 
 // attachedTo returns the ID of the supernode client c is attached to ("" if

@@ -572,14 +572,39 @@ func (n *Network) membersOf(kind string, running bool) []*member {
 	return out
 }
 
+// groupHome returns the running supernode that is GroupName's home by the
+// first supernode's ring.
+func (n *Network) groupHome() *node.Node {
+	sns := n.Supernodes()
+	if len(sns) == 0 {
+		return nil
+	}
+	h, ok := cluster.GroupHome(sns[0].Ring(), GroupName)
+	if !ok {
+		return nil
+	}
+	for _, s := range sns {
+		if s.ID() == h {
+			return s
+		}
+	}
+	return nil
+}
+
 // KillSupernodes crashes a fraction of the running regular supernodes at
 // once (no departure announcement; their clients find out by silence) and
 // returns their names. The first supernode, everyone's bootstrap peer, is
-// never killed.
+// never killed; with Config.SpareHome, neither is the group's home.
 func (n *Network) KillSupernodes(frac float64) []string {
+	spare := ""
+	if n.cfg.SpareHome {
+		if h := n.groupHome(); h != nil {
+			spare = n.Name(h)
+		}
+	}
 	var cands []*member
 	for _, m := range n.membersOf(KindSupernode, true) {
-		if m.name != "sn0" {
+		if m.name != "sn0" && m.name != spare {
 			cands = append(cands, m)
 		}
 	}
