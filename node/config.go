@@ -66,8 +66,8 @@ type Config struct {
 	// Bootstrap are /p2p/ multiaddrs of peers to join through.
 	Bootstrap []string `yaml:"bootstrap"`
 	// MDNS lets a node without Bootstrap peers find overlayd peers on its
-	// local network by multicast DNS (service MDNSService) and connect to
-	// a few of them (mdns.go). It has no effect with Bootstrap peers, or
+	// local network by multicast DNS (service lan.Service) and connect to
+	// a few of them (package node/lan). It has no effect with Bootstrap peers, or
 	// on a node that listens on loopback addresses only. Default true.
 	MDNS bool `yaml:"mdns"`
 	// FullDirectory makes an ordinary node hear the supernodes'

@@ -11,6 +11,8 @@
 //   - the --role auto driver (role_run.go) over the pure rules of package
 //     node/role;
 //   - mega-supernode certificates and revocations (mega.go);
+//   - finding a network on the local network by mDNS, package node/lan
+//     (host.go gives it the host and the node's config);
 //   - reachability (reach.go) and circuit relay v2: the relay service on
 //     supernodes (circuit.go), the client's reservation that follows its
 //     session (circuit_reservation.go), and ping through the relay

@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	xrate "github.com/libp2p/go-libp2p/x/rate"
 
+	"github.com/overlayd/overlayd/node/lan"
 	overlayproto "github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
 )
@@ -189,4 +190,17 @@ func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater, bw
 		return nil, nil, fmt.Errorf("libp2p host: %w", err)
 	}
 	return h, rm, nil
+}
+
+// lanConfig is what LAN discovery (package node/lan) needs of the node.
+// A node alone gives its join hint after two announce intervals.
+func (n *Node) lanConfig() lan.Config {
+	return lan.Config{
+		Host:      n.host,
+		On:        n.cfg.MDNS,
+		Bootstrap: len(n.bootstrap) > 0,
+		HintAfter: 2 * n.cfg.AnnounceInterval,
+		Now:       n.now,
+		Log:       n.log,
+	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/node/lan"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/node/tunnel"
 	"github.com/overlayd/overlayd/overlay/backoff"
@@ -54,7 +55,6 @@ type Node struct {
 	storeLimits *store.Limits // WithStoreLimitsForTest
 	noStore     bool          // WithoutStoreForTest
 	gater       connmgr.ConnectionGater
-	mdnsService string // WithMDNSForTest's service name ("" for MDNSService)
 	pinnedReach *network.Reachability
 	relay       relayState // reachability, relay service and reservation (reach.go, relay*.go)
 	// serving is set while the node plays the supernode role: always for
@@ -415,7 +415,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.goLoop(func() { n.ringLoop(runCtx) })
 	}
 	n.goLoop(func() { n.bootstrapLoop(runCtx) })
-	n.goLoop(func() { n.mdnsLoop(runCtx) })
+	n.goLoop(func() { lan.Run(runCtx, n.lanConfig()) })
 	n.goLoop(func() { n.megaLoop(runCtx) })
 	if n.cfg.Role == RoleSupernode {
 		n.goLoop(func() { n.announceLoop(runCtx) })
