@@ -48,7 +48,7 @@ import (
 // supernode's share on the relayed path.
 //
 // The supernode's relay cuts a circuit after 128 KiB per direction
-// (node/circuit.go), and a tunnel connection cut so with no direct path to
+// (node/circuit/limits.go), and a tunnel connection cut so with no direct path to
 // move to ends (after a wait for hole punching, and new connections then
 // meet the swarm's dial backoff for a while). So on path=overlayd-relayed
 // the supernode keeps the default 128 KiB but ends circuits after

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,127 +12,14 @@ import (
 	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/control"
 	"github.com/libp2p/go-libp2p/core/host"
-	p2pmetrics "github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	ma "github.com/multiformats/go-multiaddr"
 	"github.com/multiformats/go-multistream"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/overlayd/overlayd/node/circuit"
 )
-
-// fakeClock is a clock the test moves.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// budgetsForTest starts budgets on a fake clock; cut reports on the channel.
-func budgetsForTest(t *testing.T, c Config) (*relayBudgets, *fakeClock, chan peer.ID) {
-	t.Helper()
-	clk := &fakeClock{t: time.Unix(1_000_000, 0)}
-	cuts := make(chan peer.ID, 16)
-	b := &relayBudgets{}
-	b.start(c, clk.now, nil, func(p peer.ID) { cuts <- p })
-	return b, clk, cuts
-}
-
-func wantCut(t *testing.T, cuts chan peer.ID, p peer.ID) {
-	t.Helper()
-	select {
-	case got := <-cuts:
-		if got != p {
-			t.Fatalf("cut %s, want %s", got, p)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s not cut", p)
-	}
-}
-
-// TestRelayBudgetRate: the rate budget is a token bucket of max(2 s of
-// rate, one full circuit) refilled at the rate, on the injected clock; a
-// peer over it is cut once and refused until the bucket is back at zero;
-// another peer is not affected; other protocols are not counted.
-func TestRelayBudgetRate(t *testing.T) {
-	b, clk, cuts := budgetsForTest(t, Config{RelayCircuitData: 16 << 10, RelayPeerBytes: -1, RelayPeerRate: 64 << 10})
-	p, q := peer.ID("peer-p"), peer.ID("peer-q")
-	b.LogRecvMessageStream(1<<20, "/other/1.0.0", p) // not a relay protocol
-	b.LogRecvMessageStream(100<<10, hopID, p)
-	b.LogSentMessageStream(100<<10, stopID, q)
-	if o := b.over(p); o != "" {
-		t.Fatalf("within the 128 KiB burst, over %q", o)
-	}
-	b.LogSentMessageStream(40<<10, hopID, p) // 140 KiB > 128 KiB
-	wantCut(t, cuts, p)
-	if o := b.over(p); o != budgetRate {
-		t.Fatalf("over %q, want %q", o, budgetRate)
-	}
-	if o := b.over(q); o != "" {
-		t.Fatalf("the other peer is over %q", o)
-	}
-	b.LogSentMessageStream(1<<10, hopID, p) // in flight: counted, no second cut
-	clk.add(100 * time.Millisecond)         // +6.4 KiB: still in debt (-13 KiB)
-	if o := b.over(p); o != budgetRate {
-		t.Fatalf("after 100 ms over %q, want still %q", o, budgetRate)
-	}
-	clk.add(200 * time.Millisecond) // +12.8 KiB more: back above zero
-	if o := b.over(p); o != "" {
-		t.Fatalf("after 300 ms still over %q", o)
-	}
-	select {
-	case p := <-cuts:
-		t.Fatalf("a second cut of %s", p)
-	default:
-	}
-}
-
-// TestRelayBudgetBytes: the byte budget refills over an hour.
-func TestRelayBudgetBytes(t *testing.T) {
-	b, clk, cuts := budgetsForTest(t, Config{RelayCircuitData: 16 << 10, RelayPeerBytes: 64 << 10, RelayPeerRate: -1})
-	p := peer.ID("peer-p")
-	b.LogRecvMessageStream(60<<10, hopID, p)
-	clk.add(time.Second) // the rate is unlimited: 1 s only refills 18 B
-	b.LogSentMessageStream(8<<10, stopID, p)
-	wantCut(t, cuts, p)
-	clk.add(30 * time.Minute) // +32 KiB
-	if o := b.over(p); o != "" {
-		t.Fatalf("after half an hour over %q", o)
-	}
-	b.LogSentMessageStream(40<<10, stopID, p)
-	wantCut(t, cuts, p)
-	if o := b.over(p); o != budgetBytes {
-		t.Fatalf("over %q, want %q", o, budgetBytes)
-	}
-}
-
-// TestRelayBudgetDefaults: the defaults follow the circuit data limit;
-// -1 is unlimited; inactive budgets count nothing.
-func TestRelayBudgetDefaults(t *testing.T) {
-	for _, tc := range []struct {
-		c           Config
-		bytes, rate int64
-	}{
-		{Config{}, 64 << 20, 1 << 20},
-		{Config{RelayCircuitData: 1 << 20}, 512 << 20, 8 << 20},
-		{Config{RelayPeerBytes: -1, RelayPeerRate: 5000}, 0, 5000},
-	} {
-		if b, r := relayPeerBudgets(tc.c); b != tc.bytes || r != tc.rate {
-			t.Errorf("%+v: %d, %d; want %d, %d", tc.c, b, r, tc.bytes, tc.rate)
-		}
-	}
-	b, _, _ := budgetsForTest(t, Config{RelayPeerBytes: -1, RelayPeerRate: -1})
-	b.LogRecvMessageStream(1<<40, hopID, "p")
-	if b.over("p") != "" || len(b.peers) != 0 {
-		t.Fatal("unlimited budgets counted")
-	}
-}
 
 // TestRelayBudgetConfig: budgets that no circuit could fit are refused
 // with a message naming the flag.
@@ -152,7 +38,7 @@ func TestRelayBudgetConfig(t *testing.T) {
 		{Config{RelayPeerRate: -5}, "--relay-peer-rate"},
 		{Config{RelayPeerRate: 1024}, ""},
 	} {
-		err := validateRelayBudgets(tc.c)
+		err := validateRelayBudgets(tc.c.relaySettings())
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%+v: %v", tc.c, err)
@@ -274,34 +160,34 @@ func TestRelayBudgetCutsPeer(t *testing.T) {
 	waitFor(t, 10*time.Second, "B attached", func() bool { return b.attachmentForTest() != "" })
 	serveEcho(a)
 	serveEcho(a2)
-	circuit := circuitTo(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
+	through := circuit.Through(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
 	x, y := circuitHost(t, sn.ID()), circuitHost(t, sn.ID())
 
-	if got, err := relayedEcho(t, x, a.ID(), circuit, 100<<10); err != nil {
+	if got, err := relayedEcho(t, x, a.ID(), through, 100<<10); err != nil {
 		t.Fatalf("first circuit, within budget: %d bytes back, %v", got, err)
 	}
-	got, err := relayedEcho(t, x, a.ID(), circuit, 100<<10)
+	got, err := relayedEcho(t, x, a.ID(), through, 100<<10)
 	if err == nil {
 		t.Fatal("a second 100 KiB echo crossed the relay past the 256 KiB budget")
 	}
 	t.Logf("second circuit cut after %d bytes back: %v", got, err)
 	_ = x.Network().ClosePeer(a.ID())
 	waitFor(t, 10*time.Second, "the cut counted", func() bool {
-		return testutil.ToFloat64(sn.relay.m.budgetCuts.WithLabelValues(budgetBytes)) >= 1 &&
-			testutil.ToFloat64(sn.relay.m.budgetResets) >= 1
+		return counter(t, sn, "overlayd_relay_budget_cuts_total", "budget", "bytes") >= 1 &&
+			counter(t, sn, "overlayd_relay_budget_streams_reset_total", "", "") >= 1
 	})
 
-	if got, err := relayedEcho(t, y, a2.ID(), circuit, 10<<10); err != nil {
+	if got, err := relayedEcho(t, y, a2.ID(), through, 10<<10); err != nil {
 		t.Fatalf("Y to A2, both within budget: %d bytes back, %v", got, err)
 	}
-	if err := dialCircuit(t, x, a2.ID(), circuit); err == nil {
+	if err := dialCircuit(t, x, a2.ID(), through); err == nil {
 		t.Fatal("a circuit from X, over budget, was admitted")
 	}
-	if err := dialCircuit(t, y, a.ID(), circuit); err == nil {
+	if err := dialCircuit(t, y, a.ID(), through); err == nil {
 		t.Fatal("a circuit to A, over budget, was admitted")
 	}
-	if refused(sn, refusedBudget) < 2 {
-		t.Fatalf("budget refusals %v", refused(sn, refusedBudget))
+	if refused(sn, circuit.RefusedBudget) < 2 {
+		t.Fatalf("budget refusals %v", refused(sn, circuit.RefusedBudget))
 	}
 
 	if _, err := a.Tunnels().Expose("echo", tunnelEcho(t), []peer.ID{b.ID()}, false); err != nil {
@@ -316,40 +202,5 @@ func TestRelayBudgetCutsPeer(t *testing.T) {
 	}
 	if l := b.Tunnels().List().Connects[0]; !strings.Contains(l.LastError, "relay budget exhausted") {
 		t.Fatalf("the connecting side says %q, want relay budget exhausted", l.LastError)
-	}
-}
-
-// nopReporter is a reporter that does nothing: the floor.
-type nopReporter struct{ relayBudgets }
-
-func (*nopReporter) LogRecvMessageStream(int64, protocol.ID, peer.ID) {}
-
-// BenchmarkRelayBudgetReporter: what the bandwidth reporter costs per
-// stream read or write, against a reporter that does nothing: on a stream
-// of another protocol (every non-relay stream of every node), on a relay
-// stream of a node whose relay is not running, and on a relay stream while
-// the budgets count (one call per relay copy of up to 2 KiB).
-func BenchmarkRelayBudgetReporter(b *testing.B) {
-	var nop p2pmetrics.Reporter = &nopReporter{}
-	idle := &relayBudgets{}
-	bud := &relayBudgets{}
-	bud.start(Config{}, time.Now, nil, nil)
-	var rep p2pmetrics.Reporter = bud
-	p := peer.ID("peer-p")
-	for _, bc := range []struct {
-		name  string
-		r     p2pmetrics.Reporter
-		proto protocol.ID
-	}{
-		{"impl=nop/proto=hop", nop, hopID},
-		{"impl=budgets/proto=other", rep, "/overlayd/attach/1.0.0"},
-		{"impl=budgets-inactive/proto=hop", idle, hopID},
-		{"impl=budgets/proto=hop", rep, hopID},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			for b.Loop() {
-				bc.r.LogRecvMessageStream(2048, bc.proto, p)
-			}
-		})
 	}
 }

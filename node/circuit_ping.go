@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/localapi"
 )
@@ -58,26 +59,6 @@ func (n *Node) Locate(ctx context.Context, target peer.ID) (peer.AddrInfo, error
 	return ai, err
 }
 
-// circuitTo returns the relayed addresses of target through relay:
-// <relay addr>/p2p/<relay>/p2p-circuit, and the bare
-// /p2p/<relay>/p2p-circuit when relay's addresses are unknown.
-func circuitTo(relay peer.AddrInfo) []ma.Multiaddr {
-	tail, err := ma.NewMultiaddr("/p2p/" + relay.ID.String() + "/p2p-circuit")
-	if err != nil {
-		return nil
-	}
-	var out []ma.Multiaddr
-	for _, a := range relay.Addrs {
-		if len(a) > 0 {
-			out = append(out, a.Encapsulate(tail))
-		}
-	}
-	if len(out) == 0 {
-		out = append(out, tail)
-	}
-	return out
-}
-
 // Ping pings target count times and reports the path. When this node has
 // no direct connection to target it locates target's supernode and
 // connects through that supernode's relay (a limited connection), pings
@@ -100,7 +81,7 @@ func (n *Node) Ping(ctx context.Context, target peer.ID, count int, wait time.Du
 		if relay.ID != n.ID() {
 			h.Peerstore().AddAddrs(relay.ID, relay.Addrs, time.Hour)
 		}
-		addrs := circuitTo(relay)
+		addrs := circuit.Through(relay)
 		t0 := time.Now()
 		if err := h.Connect(lctx, peer.AddrInfo{ID: target, Addrs: addrs}); err != nil {
 			return res, fmt.Errorf("connect through relay %s: %w", relay.ID.ShortString(), err)

@@ -14,16 +14,17 @@ import (
 	relayclient "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
 	ma "github.com/multiformats/go-multiaddr"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/overlayd/overlayd/node/circuit"
 )
 
 // reservedOn returns the supernode n holds a relay reservation on ("" if none).
 func reservedOn(n *Node) peer.ID {
-	r, ok := n.relay.client.current()
+	r, ok := n.relay.Reservation()
 	if !ok {
 		return ""
 	}
-	return r.relay
+	return r.Relay
 }
 
 func relayService(n *Node) (reservations, circuits int) {
@@ -38,28 +39,39 @@ func relayService(n *Node) (reservations, circuits int) {
 // semaphore label from the node's registry.
 func semaphoreRefused(t *testing.T, n *Node, name string) float64 {
 	t.Helper()
+	return counter(t, n, "overlayd_supernode_semaphore_refused_total", "semaphore", name)
+}
+
+// counter reads the counter family from the node's registry: its series
+// whose label is value (label "": its only series).
+func counter(t *testing.T, n *Node, family, label, value string) float64 {
+	t.Helper()
 	mfs, err := n.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "overlayd_supernode_semaphore_refused_total" {
+		if mf.GetName() != family {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			if label == "" {
+				return m.GetCounter().GetValue()
+			}
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "semaphore" && l.GetValue() == name {
+				if l.GetName() == label && l.GetValue() == value {
 					return m.GetCounter().GetValue()
 				}
 			}
 		}
 	}
-	t.Fatalf("no refused_total series for semaphore %q", name)
+	t.Fatalf("no %s series with %s=%q", family, label, value)
 	return 0
 }
 
+// refused is the relay's count of refusals of kind (circuit.Refused*).
 func refused(n *Node, kind string) float64 {
-	return testutil.ToFloat64(n.relay.m.refused.WithLabelValues(kind))
+	return float64(n.relay.Refused(kind))
 }
 
 // TestRelayReachesPrivatePeer: a private client reserves a slot on its
@@ -73,7 +85,7 @@ func TestRelayReachesPrivatePeer(t *testing.T) {
 	b := startClient(t, boot, WithReachability(network.ReachabilityPublic))
 	waitFor(t, 10*time.Second, "both attached", func() bool { return a.attachmentForTest() != "" && b.attachmentForTest() != "" })
 	waitFor(t, 5*time.Second, "A reserved on its supernode", func() bool { return reservedOn(a) == a.attachmentForTest() })
-	rsv, _ := a.relay.client.current()
+	rsv, _ := a.relay.Reservation()
 	snA := byID(sns, a.attachmentForTest())
 	if r, _ := relayService(snA); r != 1 {
 		t.Fatalf("A's supernode holds %d reservations, want 1", r)
@@ -82,7 +94,7 @@ func TestRelayReachesPrivatePeer(t *testing.T) {
 	if st == nil || st.Reservation == nil || len(st.Reservation.Addrs) == 0 || st.Reachability != "Private" {
 		t.Fatalf("A's relay status %+v", st)
 	}
-	t.Logf("A reserved on %s in %v (%v after attaching); relayed addrs %v", snA.ID().ShortString(), rsv.took, rsv.since.Sub(attachedSince(a)), st.Reservation.Addrs)
+	t.Logf("A reserved on %s in %v (%v after attaching); relayed addrs %v", snA.ID().ShortString(), rsv.Took, rsv.Since.Sub(attachedSince(a)), st.Reservation.Addrs)
 
 	ping := func(what string) {
 		t.Helper()
@@ -169,12 +181,12 @@ func TestRelayRefusalsCounted(t *testing.T) {
 		boot := p2pAddr(sn)
 		a1 := startClient(t, boot, WithReachability(network.ReachabilityPrivate))
 		a2 := startClient(t, boot, WithReachability(network.ReachabilityPrivate))
-		waitFor(t, 10*time.Second, "one reservation refused", func() bool { return refused(sn, refusedReservation) >= 1 })
+		waitFor(t, 10*time.Second, "one reservation refused", func() bool { return refused(sn, circuit.RefusedReservation) >= 1 })
 		waitFor(t, 5*time.Second, "one reservation held", func() bool {
 			r, _ := relayService(sn)
 			return r == 1 && (reservedOn(a1) == sn.ID()) != (reservedOn(a2) == sn.ID())
 		})
-		if got := sn.Status().Relay.Refused[refusedReservation]; got < 1 {
+		if got := sn.Status().Relay.Refused[circuit.RefusedReservation]; got < 1 {
 			t.Fatalf("status shows %d reservation refusals", got)
 		}
 	})
@@ -188,11 +200,11 @@ func TestRelayRefusalsCounted(t *testing.T) {
 		if max != 4 {
 			t.Fatalf("max circuits %d, want 4 (RelaysPerPeer × capacity 1)", max)
 		}
-		circuit := circuitTo(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
+		through := circuit.Through(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
 		dial := func(h host.Host) error {
 			ctx, cancel := context.WithTimeout(network.WithAllowLimitedConn(t.Context(), "test"), 5*time.Second)
 			defer cancel()
-			return h.Connect(ctx, peer.AddrInfo{ID: a.ID(), Addrs: circuit})
+			return h.Connect(ctx, peer.AddrInfo{ID: a.ID(), Addrs: through})
 		}
 		for i := range max {
 			if err := dial(rawHost(t)); err != nil {
@@ -205,7 +217,7 @@ func TestRelayRefusalsCounted(t *testing.T) {
 		if err := dial(rawHost(t)); err == nil {
 			t.Fatal("a circuit past the bound was relayed")
 		}
-		if got := refused(sn, refusedCircuit); got != 1 {
+		if got := refused(sn, circuit.RefusedCircuit); got != 1 {
 			t.Fatalf("circuit refusals %v, want 1", got)
 		}
 		if got := semaphoreRefused(t, sn, "relay_circuit"); got != 1 {
@@ -218,7 +230,7 @@ func TestRelayRefusalsCounted(t *testing.T) {
 		if !errors.As(err, &re) || re.Status != pbv2.Status_PERMISSION_DENIED {
 			t.Fatalf("stranger's reservation: %v, want PERMISSION_DENIED", err)
 		}
-		if got := refused(sn, refusedNotAttached); got != 1 {
+		if got := refused(sn, circuit.RefusedNotAttached); got != 1 {
 			t.Fatalf("not_attached refusals %v, want 1", got)
 		}
 	})
@@ -268,21 +280,17 @@ func TestRelayLimitsLeaveRoom(t *testing.T) {
 	for _, capacity := range []int{1, 10, 200, 10_000} {
 		c := DefaultConfig()
 		c.Role, c.Capacity = RoleSupernode, capacity
-		l := relayLimitsFor(c, capacity)
-		if l.reservations != capacity || l.circuits != 4*capacity || l.perIP != min(c.ConnsPerIP, capacity) {
+		l := circuit.LimitsFor(c.relaySettings(), capacity)
+		if l.Reservations != capacity || l.Circuits != 4*capacity || l.PerIP != min(c.ConnsPerIP, capacity) {
 			t.Fatalf("capacity %d: relay limits %+v", capacity, l)
 		}
-		svc, proto := relayRcmgrLimits(c)
-		need := 2*l.circuits + l.reservations
-		if int(svc.Streams) < need || int(proto.Streams) < need || int(svc.StreamsInbound) < l.circuits+l.reservations {
+		svc, proto := circuit.ResourceLimits(c.relaySettings(), c.Capacity)
+		need := 2*l.Circuits + l.Reservations
+		if int(svc.Streams) < need || int(proto.Streams) < need || int(svc.StreamsInbound) < l.Circuits+l.Reservations {
 			t.Fatalf("capacity %d: rcmgr relay limits %+v / %+v below the relay's %d streams", capacity, svc, proto, need)
 		}
 		if system := 16 * connBudget(c); int(svc.Streams) > system {
 			t.Fatalf("capacity %d: relay streams %d above the system's %d", capacity, svc.Streams, system)
-		}
-		r := relayResources(c, l)
-		if r.MaxReservations != capacity || r.MaxReservationsPerIP != l.perIP || r.MaxCircuits != relayCircuitsPerPeer {
-			t.Fatalf("capacity %d: go-libp2p resources %+v", capacity, r)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"gopkg.in/yaml.v3"
 
+	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/role"
 	"github.com/overlayd/overlayd/node/tunnel"
 	"github.com/overlayd/overlayd/overlay/cluster"
@@ -173,7 +174,7 @@ type Config struct {
 	// or receives: bytes per hour and bytes per second (0: 512 and 8 times
 	// the per-circuit data limit, 64 MiB/h and 1 MiB/s by default; -1:
 	// unlimited). A peer over either has its circuits cut and new ones
-	// refused until the budget refills (circuit_budget.go).
+	// refused until the budget refills (package node/circuit, budget.go).
 	RelayPeerBytes int64 `yaml:"relay-peer-bytes"`
 	RelayPeerRate  int64 `yaml:"relay-peer-rate"`
 	// APIListen is where the local API listens: "" for the unix socket in
@@ -353,7 +354,7 @@ func (c *Config) Validate() error {
 	if c.RelayCircuitDuration < 0 || c.RelayCircuitDuration > 24*time.Hour {
 		return cfgErr("--relay-circuit-duration", c.RelayCircuitDuration.String(), "must be within [0, 24h]")
 	}
-	if err := validateRelayBudgets(*c); err != nil {
+	if err := validateRelayBudgets(c.relaySettings()); err != nil {
 		return err
 	}
 	if c.ConnsPerIP < 1 || c.ConnsPerIP > 1_000_000 {
@@ -481,6 +482,20 @@ func LoadConfigFile(path string, c *Config) error {
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil && !errors.Is(err, io.EOF) {
 		return cfgErr("--config", path, "%s", strings.ReplaceAll(err.Error(), "\n", ";"))
+	}
+	return nil
+}
+
+// validateRelayBudgets checks the budget flags against the circuit limit.
+func validateRelayBudgets(s circuit.Settings) error {
+	full := 2 * s.CircuitDataLimit()
+	if s.PeerBytes < -1 || (s.PeerBytes > 0 && s.PeerBytes < full) {
+		return cfgErr("--relay-peer-bytes", fmt.Sprint(s.PeerBytes),
+			"must be 0 (default), -1 (unlimited) or at least one full circuit, 2 × --relay-circuit-data = %d bytes (a peer is charged both directions): a smaller budget would cut every circuit before its own limit; lower --relay-circuit-data instead", full)
+	}
+	if s.PeerRate < -1 || (s.PeerRate > 0 && s.PeerRate < circuit.MinPeerRate) {
+		return cfgErr("--relay-peer-rate", fmt.Sprint(s.PeerRate),
+			"must be 0 (default), -1 (unlimited) or at least %d bytes/s", circuit.MinPeerRate)
 	}
 	return nil
 }

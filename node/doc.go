@@ -13,10 +13,10 @@
 //   - mega-supernode certificates and revocations (mega.go);
 //   - finding a network on the local network by mDNS, package node/lan
 //     (host.go gives it the host and the node's config);
-//   - reachability (reach.go) and circuit relay v2: the relay service on
-//     supernodes (circuit.go), the client's reservation that follows its
-//     session (circuit_reservation.go), and ping through the relay
-//     (circuit_ping.go).
+//   - reachability (reach.go) and circuit relay v2, package node/circuit:
+//     the relay service on supernodes and the client's reservation that
+//     follows its session (wired in circuit.go), and ping through the
+//     relay (circuit_ping.go).
 //
 // It also serves the local control API (api.go holds every route; the
 // types and client are in node/localapi; status.go builds the answers) and

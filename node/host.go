@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	xrate "github.com/libp2p/go-libp2p/x/rate"
 
+	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/lan"
 	overlayproto "github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
@@ -33,35 +34,6 @@ func connBudget(c Config) int {
 		return c.ConnHeadroom
 	}
 	return c.Capacity + c.ConnHeadroom
-}
-
-// relayRcmgrLimits are the resource-manager limits of the circuit relay
-// service (and its hop and stop protocols), sized so that the relay's own
-// bounds (relayLimitsFor) decide and the resource manager is only the outer
-// wall: one inbound hop stream per circuit and per reservation handshake,
-// one outbound stop stream per circuit, and per circuit two copy buffers and
-// the handshake memory of both streams. Every role gets them: an auto node
-// may become a supernode without a restart.
-func relayRcmgrLimits(c Config) (svc, proto rcmgr.ResourceLimits) {
-	l := relayLimitsFor(c, max(c.Capacity, 1))
-	in := l.circuits + l.reservations
-	out := l.circuits
-	mem := int64(l.circuits)*(2*relayBufferSize+2*relayHandshakeMemory) + int64(l.reservations)*relayHandshakeMemory + 4<<20
-	svc = rcmgr.ResourceLimits{
-		StreamsInbound:  rcmgr.LimitVal(in),
-		StreamsOutbound: rcmgr.LimitVal(out + relayCircuitsPerPeer),
-		Streams:         rcmgr.LimitVal(in + out + relayCircuitsPerPeer),
-		Memory:          rcmgr.LimitVal64(mem),
-	}
-	// The protocols count the client side too: a node behind NAT accepts
-	// stop streams (its inbound circuits) and opens hop streams
-	// (reservations, circuits to others).
-	proto = rcmgr.ResourceLimits{
-		StreamsInbound:  rcmgr.LimitVal(in + relayCircuitsPerPeer),
-		StreamsOutbound: rcmgr.LimitVal(out + relayCircuitsPerPeer),
-		Streams:         rcmgr.LimitVal(in + out + 2*relayCircuitsPerPeer),
-	}
-	return svc, proto
 }
 
 // reachabilityOptions are the host's NAT-traversal options. Every node
@@ -90,7 +62,7 @@ func reachabilityOptions(c Config) []libp2p.Option {
 // go-libp2p issue 1640).
 //
 // bw, if not nil, is the host's bandwidth reporter: the relay budgets
-// (circuit_budget.go) count relayed bytes per peer with it.
+// (circuit.Budgets) count relayed bytes per peer with it.
 func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater, bw p2pmetrics.Reporter) (host.Host, network.ResourceManager, error) {
 	listen, err := parseAddrs("--listen", c.Listen)
 	if err != nil {
@@ -105,7 +77,7 @@ func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater, bw
 		StreamsOutbound: attachStreams,
 		Streams:         2 * attachStreams,
 	}
-	relaySvc, relayProto := relayRcmgrLimits(c)
+	relaySvc, relayProto := circuit.ResourceLimits(c.relaySettings(), c.Capacity)
 	limits := rcmgr.PartialLimitConfig{
 		System: rcmgr.ResourceLimits{
 			Conns:           rcmgr.LimitVal(budget),

@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/lan"
 	"github.com/overlayd/overlayd/node/localapi"
@@ -49,14 +50,16 @@ type Node struct {
 	// clientOpts are the options of the client side that tests and
 	// benchmarks set through the node's (WithObserver, WithRetryStrategy,
 	// WithoutJitterForTest, WithAttachGateForTest).
-	clientOpts  []client.Option
-	seedFn      func() uint64
-	perMember   bool
-	storeLimits *store.Limits // WithStoreLimitsForTest
-	noStore     bool          // WithoutStoreForTest
-	gater       connmgr.ConnectionGater
-	pinnedReach *network.Reachability
-	relay       relayState // reachability, relay service and reservation (reach.go, relay*.go)
+	clientOpts   []client.Option
+	seedFn       func() uint64
+	perMember    bool
+	storeLimits  *store.Limits // WithStoreLimitsForTest
+	noStore      bool          // WithoutStoreForTest
+	gater        connmgr.ConnectionGater
+	pinnedReach  *network.Reachability
+	reach        atomic.Int32    // the latest AutoNAT verdict, a network.Reachability (reach.go)
+	relayBudgets circuit.Budgets // the host's bandwidth reporter: bytes relayed per peer
+	relay        *circuit.Relay  // relay service and reservation (circuit.go); set by startReachability
 	// serving is set while the node plays the supernode role: always for
 	// --role supernode, between promotion and demotion for --role auto.
 	serving atomic.Bool
@@ -352,7 +355,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if n.host, n.rm, err = newHost(n.cfg, n.key, n.gater, &n.relay.budget); err != nil {
+	if n.host, n.rm, err = newHost(n.cfg, n.key, n.gater, &n.relayBudgets); err != nil {
 		return err
 	}
 	n.base = n.base.With("peer", n.host.ID().ShortString())

@@ -327,6 +327,14 @@ func TestOfflineMessageExpires(t *testing.T) {
 	}
 	b, l := lateRecipient(t, p2pAddr(sns[1]), key)
 	waitFor(t, 10*time.Second, "b attached", func() bool { return b.attachmentForTest() != "" })
+	// The sender's supernode answers stored or delivered from its own
+	// presence records: b's own view of its attachment reaches it a
+	// presence batch later (nothing is stored here to mark that moment,
+	// as the acked copies do in deliverStored).
+	waitFor(t, 10*time.Second, "b's attachment known at the sender's supernode", func() bool {
+		at, ok := sns[0].router.Locate(id)
+		return ok && at == b.attachmentForTest()
+	})
 	if res, err := a.Client().Send(context.Background(), id, []byte("marker")); err != nil || res.Stored {
 		t.Fatalf("marker: %+v, %v", res, err)
 	}

@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 
 	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
+
+	"github.com/overlayd/overlayd/node/circuit"
 )
 
 // WithReachability pins what the node believes of its own public
@@ -33,7 +34,7 @@ func (n *Node) Reachability() network.Reachability {
 	if n.pinnedReach != nil {
 		return *n.pinnedReach
 	}
-	return network.Reachability(n.relay.reach.Load())
+	return network.Reachability(n.reach.Load())
 }
 
 // reachState is what AutoNAT told the node. AutoNAT v2 (per address, only
@@ -72,14 +73,19 @@ func v2Reachability(e event.EvtHostReachableAddrsChanged) network.Reachability {
 // late subscriber gets the latest). Everything it starts stops with ctx;
 // the relay service, if running, is closed then too.
 func (n *Node) startReachability(ctx context.Context) error {
-	if err := n.relay.init(n); err != nil {
+	relay, err := circuit.New(circuit.Config{
+		Host: n.host, Budgets: &n.relayBudgets, Settings: n.cfg.relaySettings(), Registry: n.reg,
+		Reachability: n.Reachability, Now: n.now, Seed: n.seed(), Log: n.log,
+	})
+	if err != nil {
 		return err
 	}
+	n.relay = relay
 	n.goLoop(func() {
 		<-ctx.Done()
 		n.stopRelay()
 	})
-	n.goLoop(func() { n.relay.client.run(ctx) })
+	n.goLoop(func() { relay.RunReservations(ctx) })
 	if n.pinnedReach != nil {
 		n.log.Info("reachability pinned", "reachability", n.pinnedReach.String())
 		return nil
@@ -118,13 +124,10 @@ func (n *Node) startReachability(ctx context.Context) error {
 
 // setReachability records r, logs a change and tells the relay client.
 func (n *Node) setReachability(r network.Reachability) {
-	old := network.Reachability(n.relay.reach.Swap(int32(r)))
+	old := network.Reachability(n.reach.Swap(int32(r)))
 	if old == r {
 		return
 	}
 	n.log.Info("reachability changed", "from", old.String(), "to", r.String())
-	n.relay.client.kick()
+	n.relay.Kick()
 }
-
-// reachValue is an atomic network.Reachability.
-type reachValue = atomic.Int32

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
+	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/node/tunnel"
@@ -110,7 +111,7 @@ func (d tunnelDialer) reach(ctx context.Context, p peer.ID) error {
 	// what counts, so forget it.
 	clearDialBackoff(h, p)
 	lctx := network.WithAllowLimitedConn(ctx, "tunnel")
-	if err := h.Connect(lctx, peer.AddrInfo{ID: p, Addrs: circuitTo(relay)}); err != nil {
+	if err := h.Connect(lctx, peer.AddrInfo{ID: p, Addrs: circuit.Through(relay)}); err != nil {
 		return relayError(relay.ID, err)
 	}
 	return nil

@@ -13,8 +13,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/peerstore"
 	ma "github.com/multiformats/go-multiaddr"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/node/tunnel"
 )
@@ -92,11 +92,11 @@ func TestTunnelThroughRelay(t *testing.T) {
 func TestTunnelRelayBusy(t *testing.T) {
 	sn, a, b := relayedEchoPair(t)
 	// Fill the relay: every circuit it may hold, from strangers to A.
-	circuit := circuitTo(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
+	through := circuit.Through(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
 	max := sn.relayStatus().Service.MaxCircuits
 	for i := range max {
 		h := rawHost(t)
-		if err := dialCircuit(t, h, a.ID(), circuit); err != nil {
+		if err := dialCircuit(t, h, a.ID(), through); err != nil {
 			t.Fatalf("circuit %d of %d: %v", i, max, err)
 		}
 	}
@@ -113,7 +113,7 @@ func TestTunnelRelayBusy(t *testing.T) {
 		t.Fatalf("the connecting side says %q, want supernode relay busy", l.LastError)
 	}
 	t.Logf("refused after %v: %s", time.Since(t0).Round(time.Millisecond), l.LastError)
-	if got := refused(sn, refusedCircuit); got < 1 {
+	if got := refused(sn, circuit.RefusedCircuit); got < 1 {
 		t.Fatalf("circuit refusals %v", got)
 	}
 }
@@ -134,11 +134,11 @@ func dialCircuit(t *testing.T, h host.Host, to peer.ID, circuit []ma.Multiaddr) 
 // instead of failing with "dial backoff" for the backoff's 5 s.
 func TestTunnelRelayAfterRefusal(t *testing.T) {
 	sn, a, b := relayedEchoPair(t)
-	circuit := circuitTo(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
+	through := circuit.Through(peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()})
 	var fill []host.Host
 	for range sn.relayStatus().Service.MaxCircuits {
 		h := rawHost(t)
-		if err := dialCircuit(t, h, a.ID(), circuit); err != nil {
+		if err := dialCircuit(t, h, a.ID(), through); err != nil {
 			t.Fatal(err)
 		}
 		fill = append(fill, h)
@@ -288,7 +288,7 @@ func TestTunnelSlowConsumerThroughRelayBounded(t *testing.T) {
 		}
 		werr <- conn.(*net.TCPConn).CloseWrite()
 	}()
-	relayed := func() float64 { return testutil.ToFloat64(sn.relay.m.bytes) }
+	relayed := func() float64 { return counter(t, sn, "overlayd_relay_bytes_total", "", "") }
 	waitFor(t, 20*time.Second, "the connecting side's window fills (relayed)", func() bool {
 		l := b.Tunnels().List().Connects
 		return len(l) == 1 && len(l[0].Conns) == 1 && l[0].Conns[0].Buffered == window && l[0].Conns[0].Path == "relayed"

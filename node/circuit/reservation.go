@@ -1,4 +1,4 @@
-package node
+package circuit
 
 import (
 	"context"
@@ -34,41 +34,37 @@ const (
 	reserveRetryMax  = 30 * time.Second
 )
 
-// relayReservation is a reservation this node holds.
-type relayReservation struct {
-	relay          peer.ID
-	since, expires time.Time
-	took           time.Duration // the request's round trip
-	// addrs are this node's relayed addresses through relay, ending in
+// Reservation is a reservation this node holds.
+type Reservation struct {
+	Relay          peer.ID
+	Since, Expires time.Time
+	Took           time.Duration // the request's round trip
+	// Addrs are this node's relayed addresses through Relay, ending in
 	// /p2p-circuit/p2p/<self>.
-	addrs []ma.Multiaddr
+	Addrs []ma.Multiaddr
 }
 
-// relayClient keeps the reservation. One goroutine (run) does the I/O; the
+// reserver keeps the reservation. One goroutine (run) does the I/O; the
 // attach client and the reachability watcher only set the target and kick.
-type relayClient struct {
-	n     *Node
+type reserver struct {
+	r     *Relay
 	kickc chan struct{}
 	rng   *rand.Rand // used by run only
 
 	mu     sync.Mutex
 	target peer.ID // the supernode attached to, "" while detached
-	rsv    *relayReservation
+	rsv    *Reservation
 }
 
-func newRelayClient(n *Node) *relayClient {
-	return &relayClient{n: n, kickc: make(chan struct{}, 1), rng: rand.New(rand.NewPCG(n.seed(), n.seed()))}
+func newReserver(r *Relay) *reserver {
+	return &reserver{r: r, kickc: make(chan struct{}, 1), rng: rand.New(rand.NewPCG(r.cfg.Seed, r.cfg.Seed))}
 }
 
-// circuitAttached is the client's session hook (client.WithSessionHook),
-// called when a session with supernode sn starts; the returned function is
-// called when it ends. The reservation follows the session. It never
-// blocks.
-func (n *Node) circuitAttached(sn peer.ID) (detached func()) {
-	c := n.relay.client
-	if c == nil {
-		return func() {}
-	}
+// Attached is the client's session hook (client.WithSessionHook), called
+// when a session with supernode sn starts; the returned function is called
+// when it ends. The reservation follows the session. It never blocks.
+func (r *Relay) Attached(sn peer.ID) (detached func()) {
+	c := r.client
 	c.mu.Lock()
 	c.target = sn
 	c.mu.Unlock()
@@ -83,7 +79,11 @@ func (n *Node) circuitAttached(sn peer.ID) (detached func()) {
 	}
 }
 
-func (c *relayClient) kick() {
+// Kick makes the reservation client look again at once (the node's
+// reachability changed).
+func (r *Relay) Kick() { r.client.kick() }
+
+func (c *reserver) kick() {
 	select {
 	case c.kickc <- struct{}{}:
 	default:
@@ -91,31 +91,35 @@ func (c *relayClient) kick() {
 }
 
 // current returns the reservation held, if any.
-func (c *relayClient) current() (relayReservation, bool) {
+func (c *reserver) current() (Reservation, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rsv == nil {
-		return relayReservation{}, false
+		return Reservation{}, false
 	}
 	return *c.rsv, true
 }
 
-// RelayAddrs returns this node's relayed addresses (empty while it holds no
+// Reservation returns the reservation this node holds, if any.
+func (r *Relay) Reservation() (Reservation, bool) { return r.client.current() }
+
+// Addrs returns this node's relayed addresses (empty while it holds no
 // reservation).
-func (n *Node) RelayAddrs() []ma.Multiaddr {
-	if n.relay.client == nil {
-		return nil
-	}
-	r, ok := n.relay.client.current()
+func (r *Relay) Addrs() []ma.Multiaddr {
+	rsv, ok := r.client.current()
 	if !ok {
 		return nil
 	}
-	return r.addrs
+	return rsv.Addrs
 }
+
+// RunReservations keeps a reservation on the supernode attached to while
+// the node is not public, until ctx ends.
+func (r *Relay) RunReservations(ctx context.Context) { r.client.run(ctx) }
 
 // run keeps the reservation in line with the target and the reachability
 // until ctx ends.
-func (c *relayClient) run(ctx context.Context) {
+func (c *reserver) run(ctx context.Context) {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	failures := 0
@@ -132,20 +136,20 @@ func (c *relayClient) run(ctx context.Context) {
 }
 
 // step makes one decision and returns how long to wait before the next.
-func (c *relayClient) step(ctx context.Context, failures *int) time.Duration {
-	n := c.n
+func (c *reserver) step(ctx context.Context, failures *int) time.Duration {
+	cfg := c.r.cfg
 	c.mu.Lock()
 	want, cur := c.target, c.rsv
 	c.mu.Unlock()
-	if n.Reachability() == network.ReachabilityPublic {
+	if cfg.Reachability() == network.ReachabilityPublic {
 		want = ""
 	}
-	now := n.now()
-	if cur != nil && (cur.relay != want || !now.Before(cur.expires)) {
+	now := cfg.Now()
+	if cur != nil && (cur.Relay != want || !now.Before(cur.Expires)) {
 		c.mu.Lock()
 		c.rsv = nil
 		c.mu.Unlock()
-		n.log.Info("relay reservation released", "relay", cur.relay.ShortString())
+		cfg.Log.Info("relay reservation released", "relay", cur.Relay.ShortString())
 		cur = nil
 	}
 	if want == "" {
@@ -153,13 +157,13 @@ func (c *relayClient) step(ctx context.Context, failures *int) time.Duration {
 		return time.Hour
 	}
 	if cur != nil {
-		if renew := renewAt(cur.since, cur.expires); now.Before(renew) {
+		if renew := renewAt(cur.Since, cur.Expires); now.Before(renew) {
 			return renew.Sub(now)
 		}
 	}
 	rctx, cancel := context.WithTimeout(ctx, reserveTimeout)
-	t0 := n.now()
-	rsv, err := relayclient.Reserve(rctx, n.host, peer.AddrInfo{ID: want})
+	t0 := cfg.Now()
+	rsv, err := relayclient.Reserve(rctx, cfg.Host, peer.AddrInfo{ID: want})
 	cancel()
 	if ctx.Err() != nil {
 		return time.Hour
@@ -171,7 +175,7 @@ func (c *relayClient) step(ctx context.Context, failures *int) time.Duration {
 		if errors.As(err, &re) && re.Status != pbv2.Status_CONNECTION_FAILED {
 			result = "refused"
 		}
-		n.relay.m.reserveAttempts.WithLabelValues(result).Inc()
+		c.r.m.reserveAttempts.WithLabelValues(result).Inc()
 		d := min(reserveRetryMax, reserveRetryBase<<min(*failures-1, 10))
 		d = d/2 + time.Duration(c.rng.Int64N(int64(d/2)+1))
 		// Warn once per streak: a refused client retries for as long as
@@ -180,14 +184,14 @@ func (c *relayClient) step(ctx context.Context, failures *int) time.Duration {
 		if *failures == 1 {
 			lvl = slog.LevelWarn
 		}
-		n.log.Log(ctx, lvl, "relay reservation failed", "relay", want.ShortString(), "result", result, "err", err, "retry_in", d)
+		cfg.Log.Log(ctx, lvl, "relay reservation failed", "relay", want.ShortString(), "result", result, "err", err, "retry_in", d)
 		return d
 	}
 	*failures = 0
-	took := n.now().Sub(t0)
-	n.relay.m.reserveAttempts.WithLabelValues("ok").Inc()
-	n.relay.m.reserveTime.Observe(took.Seconds())
-	r := &relayReservation{relay: want, since: n.now(), expires: rsv.Expiration, took: took, addrs: c.circuitAddrs(want, rsv.Addrs)}
+	took := cfg.Now().Sub(t0)
+	c.r.m.reserveAttempts.WithLabelValues("ok").Inc()
+	c.r.m.reserveTime.Observe(took.Seconds())
+	r := &Reservation{Relay: want, Since: cfg.Now(), Expires: rsv.Expiration, Took: took, Addrs: c.circuitAddrs(want, rsv.Addrs)}
 	c.mu.Lock()
 	stillWanted := c.target == want
 	if stillWanted {
@@ -198,11 +202,11 @@ func (c *relayClient) step(ctx context.Context, failures *int) time.Duration {
 		return 0 // the target moved while we reserved
 	}
 	if cur == nil {
-		n.log.Info("relay reservation", "relay", want.ShortString(), "expires", r.expires.Format(time.RFC3339), "took", took, "addrs", r.addrs)
+		cfg.Log.Info("relay reservation", "relay", want.ShortString(), "expires", r.Expires.Format(time.RFC3339), "took", took, "addrs", r.Addrs)
 	} else {
-		n.log.Debug("relay reservation renewed", "relay", want.ShortString(), "expires", r.expires.Format(time.RFC3339))
+		cfg.Log.Debug("relay reservation renewed", "relay", want.ShortString(), "expires", r.Expires.Format(time.RFC3339))
 	}
-	return renewAt(r.since, r.expires).Sub(n.now())
+	return renewAt(r.Since, r.Expires).Sub(cfg.Now())
 }
 
 // renewAt is when a reservation obtained at since and ending at expires is
@@ -214,8 +218,8 @@ func renewAt(since, expires time.Time) time.Time {
 // circuitAddrs builds this node's relayed addresses through relay: the
 // addresses the reservation vouched for (public ones only), else the
 // relay's known addresses; on private networks a reservation carries none.
-func (c *relayClient) circuitAddrs(relay peer.ID, vouched []ma.Multiaddr) []ma.Multiaddr {
-	h := c.n.host
+func (c *reserver) circuitAddrs(relay peer.ID, vouched []ma.Multiaddr) []ma.Multiaddr {
+	h := c.r.cfg.Host
 	base := vouched
 	if len(base) == 0 {
 		base = h.Peerstore().Addrs(relay)

@@ -1,7 +1,6 @@
-package node
+package circuit
 
 import (
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,7 +19,7 @@ import (
 // direction, lifetime) and, through overlayd's ACL, the circuits in
 // progress; nothing bounds what one peer gets relayed across circuits. A
 // supernode therefore counts the bytes it actually carries per peer: the
-// host's bandwidth reporter (relayBudgets is a p2pmetrics.Reporter) is called
+// host's bandwidth reporter (Budgets is a p2pmetrics.Reporter) is called
 // by the swarm on every read and write of every stream with the stream's
 // protocol and remote peer. On the relay a circuit is two streams, the hop
 // stream from the peer that opened it and the stop stream to the peer it
@@ -47,11 +46,11 @@ const (
 )
 
 const (
-	// relayBudgetWindow is the span --relay-peer-bytes is per.
-	relayBudgetWindow = time.Hour
-	// relayRateBurst is how long the rate bucket can run at full speed
+	// budgetWindow is the span --relay-peer-bytes is per.
+	budgetWindow = time.Hour
+	// rateBurst is how long the rate bucket can run at full speed
 	// from full.
-	relayRateBurst = 2 * time.Second
+	rateBurst = 2 * time.Second
 	// Defaults, in units of the per-circuit data limit so that an operator
 	// who raises --relay-circuit-data raises them in proportion: 512 ×
 	// 128 KiB = 64 MiB an hour (256 full circuits, both directions) and
@@ -59,56 +58,34 @@ const (
 	// hole punching, ping and small relayed tunnel transfers until the
 	// tunnel moves to a direct connection; a peer that needs more is
 	// better served direct.
-	relayPeerBytesPerCircuitData = 512
-	relayPeerRatePerCircuitData  = 8
-	// relayMinPeerRate is the smallest rate budget accepted (bytes/s).
-	relayMinPeerRate = 1024
-	// relayBudgetPeers is how many peers the budgets track before full
+	peerBytesPerCircuitData = 512
+	peerRatePerCircuitData  = 8
+	// MinPeerRate is the smallest rate budget accepted (bytes/s).
+	MinPeerRate = 1024
+	// budgetPeers is how many peers the budgets track before full
 	// buckets (peers that relayed nothing lately) are forgotten. Entries
 	// exist only for peers with hop or stop streams, which need
 	// connections: the resource manager bounds them.
-	relayBudgetPeers = 4096
+	budgetPeers = 4096
 )
 
-// relayPeerBudgets returns the effective per-peer budgets of c: bytes per
+// PeerBudgets returns the effective per-peer budgets of s: bytes per
 // window and bytes per second, 0 for unlimited.
-func relayPeerBudgets(c Config) (bytes, rate int64) {
-	data := relayCircuitDataOf(c)
+func (s Settings) PeerBudgets() (bytes, rate int64) {
+	data := s.CircuitDataLimit()
 	switch {
-	case c.RelayPeerBytes == 0:
-		bytes = relayPeerBytesPerCircuitData * data
-	case c.RelayPeerBytes > 0:
-		bytes = c.RelayPeerBytes
+	case s.PeerBytes == 0:
+		bytes = peerBytesPerCircuitData * data
+	case s.PeerBytes > 0:
+		bytes = s.PeerBytes
 	}
 	switch {
-	case c.RelayPeerRate == 0:
-		rate = relayPeerRatePerCircuitData * data
-	case c.RelayPeerRate > 0:
-		rate = c.RelayPeerRate
+	case s.PeerRate == 0:
+		rate = peerRatePerCircuitData * data
+	case s.PeerRate > 0:
+		rate = s.PeerRate
 	}
 	return bytes, rate
-}
-
-// relayCircuitDataOf is the per-circuit data limit (per direction) of c.
-func relayCircuitDataOf(c Config) int64 {
-	if c.RelayCircuitData > 0 {
-		return c.RelayCircuitData
-	}
-	return relayCircuitData
-}
-
-// validateRelayBudgets checks the budget flags against the circuit limit.
-func validateRelayBudgets(c Config) error {
-	full := 2 * relayCircuitDataOf(c)
-	if c.RelayPeerBytes < -1 || (c.RelayPeerBytes > 0 && c.RelayPeerBytes < full) {
-		return cfgErr("--relay-peer-bytes", fmt.Sprint(c.RelayPeerBytes),
-			"must be 0 (default), -1 (unlimited) or at least one full circuit, 2 × --relay-circuit-data = %d bytes (a peer is charged both directions): a smaller budget would cut every circuit before its own limit; lower --relay-circuit-data instead", full)
-	}
-	if c.RelayPeerRate < -1 || (c.RelayPeerRate > 0 && c.RelayPeerRate < relayMinPeerRate) {
-		return cfgErr("--relay-peer-rate", fmt.Sprint(c.RelayPeerRate),
-			"must be 0 (default), -1 (unlimited) or at least %d bytes/s", relayMinPeerRate)
-	}
-	return nil
 }
 
 // tokenBucket holds up to its capacity and refills at perSec.
@@ -130,10 +107,10 @@ type peerBudget struct {
 	over        string // the budget that went below zero, "" when within
 }
 
-// relayBudgets counts the bytes the relay carries per peer and enforces
+// Budgets counts the bytes the relay carries per peer and enforces
 // the budgets. The zero value is inactive (counts nothing); start
 // activates it when the relay service starts.
-type relayBudgets struct {
+type Budgets struct {
 	active atomic.Bool
 
 	mu    sync.Mutex
@@ -143,26 +120,26 @@ type relayBudgets struct {
 	burst float64 // bucket size of the rate budget
 	peers map[peer.ID]*peerBudget
 	cut   func(p peer.ID) // resets p's relayed streams; called in its own goroutine
-	m     *relayMetrics
+	m     *metrics
 }
 
-var _ p2pmetrics.Reporter = (*relayBudgets)(nil)
+var _ p2pmetrics.Reporter = (*Budgets)(nil)
 
-// start activates the budgets of c; cut is called (in a goroutine of its
+// start activates the budgets of s; cut is called (in a goroutine of its
 // own) when a peer goes over budget.
-func (b *relayBudgets) start(c Config, now func() time.Time, m *relayMetrics, cut func(peer.ID)) {
-	bytes, rate := relayPeerBudgets(c)
+func (b *Budgets) start(s Settings, now func() time.Time, m *metrics, cut func(peer.ID)) {
+	bytes, rate := s.PeerBudgets()
 	b.mu.Lock()
 	b.now, b.m, b.cut = now, m, cut
 	b.bytes, b.rate = float64(bytes), float64(rate)
-	b.burst = max(relayRateBurst.Seconds()*b.rate, float64(2*relayCircuitDataOf(c)))
+	b.burst = max(rateBurst.Seconds()*b.rate, float64(2*s.CircuitDataLimit()))
 	b.peers = map[peer.ID]*peerBudget{}
 	b.mu.Unlock()
 	b.active.Store(bytes > 0 || rate > 0)
 }
 
 // stop deactivates the budgets and forgets every peer.
-func (b *relayBudgets) stop() {
+func (b *Budgets) stop() {
 	b.active.Store(false)
 	b.mu.Lock()
 	b.peers = nil
@@ -171,9 +148,9 @@ func (b *relayBudgets) stop() {
 
 // refillLocked brings p's buckets to now and clears its over mark when
 // both are back at zero or above.
-func (b *relayBudgets) refillLocked(pb *peerBudget, now time.Time) {
+func (b *Budgets) refillLocked(pb *peerBudget, now time.Time) {
 	if b.bytes > 0 {
-		pb.bytes.refill(b.bytes, b.bytes/relayBudgetWindow.Seconds(), now)
+		pb.bytes.refill(b.bytes, b.bytes/budgetWindow.Seconds(), now)
 	}
 	if b.rate > 0 {
 		pb.rate.refill(b.burst, b.rate, now)
@@ -184,7 +161,7 @@ func (b *relayBudgets) refillLocked(pb *peerBudget, now time.Time) {
 }
 
 // charge counts n bytes relayed for p.
-func (b *relayBudgets) charge(p peer.ID, n int64) {
+func (b *Budgets) charge(p peer.ID, n int64) {
 	if n <= 0 || !b.active.Load() {
 		return
 	}
@@ -196,7 +173,7 @@ func (b *relayBudgets) charge(p peer.ID, n int64) {
 	now := b.now()
 	pb := b.peers[p]
 	if pb == nil {
-		if len(b.peers) >= relayBudgetPeers {
+		if len(b.peers) >= budgetPeers {
 			b.forgetFullLocked(now)
 		}
 		pb = &peerBudget{bytes: tokenBucket{tokens: b.bytes, last: now}, rate: tokenBucket{tokens: b.burst, last: now}}
@@ -232,7 +209,7 @@ func (b *relayBudgets) charge(p peer.ID, n int64) {
 }
 
 // forgetFullLocked drops the peers whose buckets are full again.
-func (b *relayBudgets) forgetFullLocked(now time.Time) {
+func (b *Budgets) forgetFullLocked(now time.Time) {
 	for p, pb := range b.peers {
 		b.refillLocked(pb, now)
 		if pb.over == "" && (b.bytes == 0 || pb.bytes.tokens >= b.bytes) && (b.rate == 0 || pb.rate.tokens >= b.burst) {
@@ -242,7 +219,7 @@ func (b *relayBudgets) forgetFullLocked(now time.Time) {
 }
 
 // over returns the budget p is over, "" if none (or inactive).
-func (b *relayBudgets) over(p peer.ID) string {
+func (b *Budgets) over(p peer.ID) string {
 	if !b.active.Load() {
 		return ""
 	}
@@ -262,37 +239,37 @@ const (
 	stopID = protocol.ID(circuitproto.ProtoIDv2Stop)
 )
 
-func (b *relayBudgets) LogSentMessageStream(n int64, proto protocol.ID, p peer.ID) {
+func (b *Budgets) LogSentMessageStream(n int64, proto protocol.ID, p peer.ID) {
 	if proto == hopID || proto == stopID {
 		b.charge(p, n)
 	}
 }
 
-func (b *relayBudgets) LogRecvMessageStream(n int64, proto protocol.ID, p peer.ID) {
+func (b *Budgets) LogRecvMessageStream(n int64, proto protocol.ID, p peer.ID) {
 	if proto == hopID || proto == stopID {
 		b.charge(p, n)
 	}
 }
 
 // The rest of p2pmetrics.Reporter: nothing kept.
-func (b *relayBudgets) LogSentMessage(int64)                         {}
-func (b *relayBudgets) LogRecvMessage(int64)                         {}
-func (b *relayBudgets) GetBandwidthForPeer(peer.ID) p2pmetrics.Stats { return p2pmetrics.Stats{} }
-func (b *relayBudgets) GetBandwidthForProtocol(protocol.ID) p2pmetrics.Stats {
+func (b *Budgets) LogSentMessage(int64)                         {}
+func (b *Budgets) LogRecvMessage(int64)                         {}
+func (b *Budgets) GetBandwidthForPeer(peer.ID) p2pmetrics.Stats { return p2pmetrics.Stats{} }
+func (b *Budgets) GetBandwidthForProtocol(protocol.ID) p2pmetrics.Stats {
 	return p2pmetrics.Stats{}
 }
-func (b *relayBudgets) GetBandwidthTotals() p2pmetrics.Stats             { return p2pmetrics.Stats{} }
-func (b *relayBudgets) GetBandwidthByPeer() map[peer.ID]p2pmetrics.Stats { return nil }
-func (b *relayBudgets) GetBandwidthByProtocol() map[protocol.ID]p2pmetrics.Stats {
+func (b *Budgets) GetBandwidthTotals() p2pmetrics.Stats             { return p2pmetrics.Stats{} }
+func (b *Budgets) GetBandwidthByPeer() map[peer.ID]p2pmetrics.Stats { return nil }
+func (b *Budgets) GetBandwidthByProtocol() map[protocol.ID]p2pmetrics.Stats {
 	return nil
 }
-func (b *relayBudgets) Reset()             {}
-func (b *relayBudgets) TrimIdle(time.Time) {}
+func (b *Budgets) Reset()             {}
+func (b *Budgets) TrimIdle(time.Time) {}
 
-// resetRelayStreams resets the relay's streams of p — hop streams p opened
+// resetStreams resets the relay's streams of p — hop streams p opened
 // to this relay and stop streams this relay opened to p — which ends every
 // circuit p is in. It returns how many it reset.
-func resetRelayStreams(h host.Host, p peer.ID) int {
+func resetStreams(h host.Host, p peer.ID) int {
 	n := 0
 	for _, c := range h.Network().ConnsToPeer(p) {
 		for _, s := range c.GetStreams() {
