@@ -416,6 +416,7 @@ func (r *Router) noLossSeries(c *seriesCollector) {
 		{"overlayd_supernode_group_messages_replayed_total", "Group message frames sent by replays.", &s.Replayed},
 		{"overlayd_supernode_group_resumes_timed_out_total", "Members held for a resume that the group's home never answered: let in with the gap unknown.", &s.ResumesTimedOut},
 		{"overlayd_supernode_group_resumes_resent_total", "Held members' resumes sent again because the group's home changed (the one asked crashed).", &s.ResumesResent},
+		{"overlayd_supernode_group_frames_held_back_total", "Live group frames held back until the home replayed to this supernode: from a home its position did not follow, or past a message it did not get.", &s.GroupHeldBack},
 		{"overlayd_supernode_replay_log_failed_total", "Group messages the replay log did not take (store full or closed), and log entries that did not decode.", &s.ReplayLogFailed},
 	} {
 		c.plain(u.name, u.help, prometheus.CounterValue, counter(u.value))

@@ -94,8 +94,18 @@ func (g *Groups) List() []State {
 // true when it is to be delivered, false when it is a copy of one
 // delivered before, by position ((group, epoch, seq): a replay and the
 // live copy) or by publish ((publisher, ID): a retry numbered again by a
-// new home). A delivered message moves the group's position forward.
+// new home), or when it comes at or before the group's position. A
+// delivered message moves the group's position forward; it never moves
+// back, so what the application sees of a group is in order.
+//
+// A message before the position comes in a replay to the member's
+// supernode, for its members that had missed it, while this member,
+// which joined there after it was published, was already taking the
+// live messages that followed (found by testnet/groupsim).
 func (g *Groups) Deliver(group string, p Pos, from, id []byte) bool {
+	if at, ok := g.cursor[group]; ok && g.joined[group] && !p.After(at) {
+		return false
+	}
 	byPos := "g/" + group + "/" + strconv.FormatUint(p.Epoch, 10) + "/" + strconv.FormatUint(p.Seq, 10)
 	// Both keys are recorded, as the client always did: a copy by either
 	// is a copy.

@@ -21,7 +21,9 @@ func TestDeliverOnceAndResumeFromTheLast(t *testing.T) {
 		{"next", "g", Pos{5, 2}, "a", "2", true, Pos{5, 2}},
 		{"a retry numbered again by a new home", "g", Pos{6, 1}, "a", "2", false, Pos{5, 2}},
 		{"a new epoch", "g", Pos{6, 2}, "b", "1", true, Pos{6, 2}},
-		{"an older message delivered late keeps the position", "g", Pos{5, 3}, "c", "1", true, Pos{6, 2}},
+		{"an older message that comes late is not delivered: the position never goes back", "g", Pos{5, 3}, "c", "1", false, Pos{6, 2}},
+		{"nor one at the position", "g", Pos{6, 2}, "d", "1", false, Pos{6, 2}},
+		{"the next after it is", "g", Pos{6, 3}, "c", "1", true, Pos{6, 3}},
 	}
 	gs := New(dedup.New(64))
 	gs.Join("g")

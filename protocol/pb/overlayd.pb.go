@@ -1912,7 +1912,10 @@ type GroupMessage struct {
 	Publish []byte `protobuf:"bytes,8,opt,name=publish,proto3" json:"publish,omitempty"`
 	// A libp2p signed envelope (domain overlayd-group-message) of the
 	// GroupStamp, signed by the group's home.
-	Stamp         []byte `protobuf:"bytes,9,opt,name=stamp,proto3" json:"stamp,omitempty"`
+	Stamp []byte `protobuf:"bytes,9,opt,name=stamp,proto3" json:"stamp,omitempty"`
+	// Sent by a replay (a resume), not live: a member's supernode that
+	// holds a group's live frames back after a gap takes these.
+	Replay        bool `protobuf:"varint,10,opt,name=replay,proto3" json:"replay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2008,6 +2011,13 @@ func (x *GroupMessage) GetStamp() []byte {
 		return x.Stamp
 	}
 	return nil
+}
+
+func (x *GroupMessage) GetReplay() bool {
+	if x != nil {
+		return x.Replay
+	}
+	return false
 }
 
 type Gap struct {
@@ -4173,7 +4183,7 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
 	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12%\n" +
-	"\x0epublish_digest\x18\x04 \x01(\fR\rpublishDigest\"\xce\x01\n" +
+	"\x0epublish_digest\x18\x04 \x01(\fR\rpublishDigest\"\xe6\x01\n" +
 	"\fGroupMessage\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
@@ -4183,7 +4193,9 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"\apayload\x18\x06 \x01(\fR\apayload\x12\x12\n" +
 	"\x04only\x18\a \x01(\fR\x04only\x12\x18\n" +
 	"\apublish\x18\b \x01(\fR\apublish\x12\x14\n" +
-	"\x05stamp\x18\t \x01(\fR\x05stamp\"\x1f\n" +
+	"\x05stamp\x18\t \x01(\fR\x05stamp\x12\x16\n" +
+	"\x06replay\x18\n" +
+	" \x01(\bR\x06replay\"\x1f\n" +
 	"\x03Gap\x12\x18\n" +
 	"\adropped\x18\x01 \x01(\x04R\adropped\"\x86\x01\n" +
 	"\aResumed\x12\x14\n" +

@@ -184,6 +184,40 @@ type Mutations struct {
 	NoReplicaHomeCheck bool
 	// NoSyncMerge: a new home appends its sync's answers as they come.
 	NoSyncMerge bool
+	// NoReleaseAfterMajority: a home logs and fans out a message as
+	// soon as it numbers it, before any replica holds it.
+	NoReleaseAfterMajority bool
+	// NoMemberResumePos: a supernode with no position in a group gets
+	// none from a member's resume.
+	NoMemberResumePos bool
+	// NoSyncEndorse: a supernode answers any cluster member's sync unless
+	// it is the home by its own ring, and a new home numbers when its
+	// sync's wait ends with no answer.
+	NoSyncEndorse bool
+	// NoResumeWithJoin: a supernode sends its own resume with a member's
+	// join only to a home its position does not follow.
+	NoResumeWithJoin bool
+	// NoRenumberLogged: a home answers a retry of a publish its replay
+	// log holds OK at the logged position.
+	NoRenumberLogged bool
+	// NoResumedReset: a home replays to a supernode once per record,
+	// even after the supernode's memberships there all ended.
+	NoResumedReset bool
+	// NoRecordReplay: a supernode's refresh with no position replays it
+	// nothing at a record new to it.
+	NoRecordReplay bool
+	// NoSyncAppendRetry: a new home ends its sync though its log did not
+	// take every answer.
+	NoSyncAppendRetry bool
+	// NoFollowedHome: a member's supernode takes group frames from its
+	// ring's home and the homes it told only, not from the home its
+	// position follows.
+	NoFollowedHome bool
+	// NoHoldBack: a member's supernode fans out a live frame from a home
+	// that has not replayed to it, or one that skips past a message it
+	// did not get; a home replays to a supernode's resume once while it
+	// has members there.
+	NoHoldBack bool
 }
 
 // Stats are the core's cumulative counts (atomic: metrics read them
@@ -194,6 +228,9 @@ type Stats struct {
 	// invalid claim; PublishRefused publishes a home refused unsigned;
 	// GroupRefused group messages not stamped by a home of the group.
 	MembershipRefused, PublishRefused, GroupRefused atomic.Uint64
+	// GroupHeldBack counts live group frames a member's supernode held
+	// back until the home replayed to it (member.go, holdsBack).
+	GroupHeldBack atomic.Uint64
 
 	// Memberships past the bound or a supernode's share of it, new home
 	// groups past theirs.
@@ -232,6 +269,9 @@ type Core struct {
 	resuming map[string]map[string]*heldResume
 	pos      map[string]Pos
 	posFrom  map[string]string // group → the home its position follows
+	// holding: per group, the home whose live frames this supernode holds
+	// back until that home's replay to it is done (member.go, holdsBack).
+	holding map[string]string
 	// toldHomes: per group with members here, the supernodes this one
 	// sent their memberships to and until when those records last there.
 	toldHomes map[string]map[string]time.Time
@@ -281,6 +321,7 @@ func New(cfg Config) (*Core, error) {
 		resuming:     map[string]map[string]*heldResume{},
 		pos:          map[string]Pos{},
 		posFrom:      map[string]string{},
+		holding:      map[string]string{},
 		toldHomes:    map[string]map[string]time.Time{},
 		replays:      map[replayKey]*replayJob{},
 		pendingPubs:  map[pubKey]*pendingPublish{},

@@ -33,8 +33,10 @@ type homeGroup struct {
 	// live frame until their replay is done.
 	replaying map[string]bool
 	// resumed are the supernodes whose own resume this record took:
-	// each is replayed to once per record.
+	// each is replayed to once while it has members here.
 	resumed map[string]bool
+	// keepResumed: Mutations.NoResumedReset.
+	keepResumed bool
 
 	// syncing: the home is gathering the group's replicas and numbers
 	// nothing yet; waiting are the publishes that came meanwhile (at most
@@ -44,6 +46,10 @@ type homeGroup struct {
 	// numbered and acked remember the position given to each publish ID,
 	// and which were acknowledged, so that a retry is numbered once.
 	numbered, acked publishIDs
+	// unreleased are the messages numbered here and not released yet
+	// (Core.release), in the order they were numbered: each is in the
+	// core's pendingPubs until it is released or dropped.
+	unreleased []pubKey
 	// away: made while this supernode's ring named another home (a
 	// membership from a supernode whose ring did): its sync may have
 	// missed what that home numbered, so a ring that makes this
@@ -97,6 +103,16 @@ func (hg *homeGroup) leave(m, sn string) {
 	hg.counts.remove(sn)
 	if hg.bySN[sn]--; hg.bySN[sn] <= 0 {
 		delete(hg.bySN, sn)
+		if !hg.keepResumed {
+			// Gone from the record, the supernode gets no frames: its
+			// next resume here is replayed to. Kept, a supernode whose
+			// memberships expired here (its refreshes went to another
+			// home while its ring flapped) came back with a resume that
+			// was not taken as new, and its members never got what was
+			// numbered while it was away (found by testnet/groupsim,
+			// Mutations.NoResumedReset).
+			delete(hg.resumed, sn)
+		}
 	}
 }
 
@@ -117,6 +133,7 @@ func (c *Core) newHomeGroup(now time.Time, g string) *homeGroup {
 	c.epoch = max(c.epoch+1, uint64(now.UnixNano()))
 	hg := newHomeGroup(c.epoch)
 	hg.counts = c.membersBy
+	hg.keepResumed = c.cfg.Mutations.NoResumedReset
 	hg.away = !c.isGroupHome(g)
 	c.homes[g] = hg
 	c.adoptLog(hg, g)
@@ -132,8 +149,7 @@ func (c *Core) newHomeGroup(now time.Time, g string) *homeGroup {
 func (c *Core) homeRecord(g string) *homeGroup {
 	hg := c.homes[g]
 	if hg != nil && hg.away && !c.cfg.Mutations.NoAwayDrop && len(hg.waiting) == 0 && c.isGroupHome(g) {
-		delete(c.homes, g)
-		delete(c.syncs, g)
+		c.forgetHome(g, notHome)
 		return nil
 	}
 	return hg
@@ -225,11 +241,26 @@ func (c *Core) Membership(now time.Time, from string, b *pb.MembershipBatch) {
 		if rec.GetResume() {
 			pos := Pos{Epoch: rec.GetResumeEpoch(), Seq: rec.GetResumeSeq()}
 			switch {
-			case rec.GetSupernodeResume() && snNew:
+			case rec.GetSupernodeResume() && (snNew || !rec.GetRefresh() && !hg.replaying[from] && !c.cfg.Mutations.NoHoldBack):
+				// Its own resume, new here, or its ask after it held
+				// live frames back (member.go, holdsBack).
 				hg.resumed[from] = true
 				c.startReplay(hg, replayKey{group: rec.GetGroup(), sn: from}, pos)
 			case !rec.GetSupernodeResume() && !rec.GetRefresh():
 				c.startReplay(hg, replayKey{group: rec.GetGroup(), sn: from, member: m}, pos)
+			}
+		} else if rec.GetRefresh() && snNew && !c.cfg.Mutations.NoRecordReplay {
+			// A supernode with members but no position (no message
+			// reached it since they joined) refreshes a record that did
+			// not know it: what this record numbered before is replayed
+			// to it. Its members joined at an earlier home, and this one
+			// took the group over and numbered before the refresh came
+			// (found by testnet/groupsim, Mutations.NoRecordReplay).
+			hg.resumed[from] = true
+			k := replayKey{group: rec.GetGroup(), sn: from}
+			c.startReplay(hg, k, Pos{Epoch: hg.epoch})
+			if j := c.replays[k]; j != nil {
+				j.record = true
 			}
 		}
 	}
@@ -286,7 +317,7 @@ func (c *Core) HomePublish(now time.Time, p *pb.GroupPublish) {
 		// Sent by a supernode whose ring lags: a home numbers nothing
 		// once its own ring moves the group, so that what it answers a
 		// new home's sync is all it numbered.
-		busy = "not the group's home by this supernode's ring; retry with the same message id"
+		busy = notHome
 	case hg == nil && len(c.homes) >= c.cfg.MaxHomeGroups:
 		c.stats.HomeGroupsFull.Add(1)
 		busy = "group home holds too many groups"
@@ -309,7 +340,7 @@ func (c *Core) HomePublish(now time.Time, p *pb.GroupPublish) {
 		c.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home taking over: gathering replicas; retry with the same message id"})
 		return
 	}
-	if retry, res := c.retryPublish(now, hg, p); retry {
+	if retry, res := c.retryPublish(hg, p); retry {
 		if res != nil {
 			c.publishResult(p, res)
 		}
@@ -327,28 +358,77 @@ func (c *Core) HomePublish(now time.Time, p *pb.GroupPublish) {
 	c.stats.GroupPublishes.Add(1)
 	gm := &pb.GroupMessage{Group: p.GetGroup(), Epoch: epoch, Seq: seq, From: p.GetFrom(), Id: p.GetId(), Publish: p.GetSigned(), Stamp: stamp}
 	hg.numbered.put(publishIDKey(p.GetFrom(), p.GetId()), Pos{Epoch: epoch, Seq: seq})
-	logged := true
-	if c.cfg.Replay != nil {
-		if err := c.cfg.Replay.AppendReplay(p.GetGroup(), Entry{Epoch: epoch, Seq: seq, Data: EncodeEntry(entrySelf, gm)}); err != nil {
-			// Delivered live all the same, but never acknowledged on
-			// the replicas alone: the home's own copy is one of the
-			// majority it promises. The publisher retries with the same
-			// ID, and a retry of a message the log does not hold is
-			// numbered anew.
-			logged = false
-			c.stats.ReplayLogFailed.Add(1)
-			c.log.Debug("replay log append failed", "group", p.GetGroup(), "err", err)
+	if c.cfg.Mutations.NoReleaseAfterMajority {
+		// The rule before: logged and fanned out as numbered.
+		if c.cfg.Replay != nil {
+			if err := c.cfg.Replay.AppendReplay(p.GetGroup(), Entry{Epoch: epoch, Seq: seq, Data: EncodeEntry(entrySelf, gm)}); err != nil {
+				c.stats.ReplayLogFailed.Add(1)
+				c.sendNumbered(hg, gm)
+				c.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home could not log the message; retry with the same message id"})
+				return
+			}
 		}
+		c.sendNumbered(hg, gm)
 	}
-	c.sendNumbered(hg, gm)
-	if !logged {
-		c.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home could not log the message; retry with the same message id"})
+	c.replicate(now, hg, p, gm)
+	c.release(p.GetGroup())
+}
+
+// release logs at the home, fans out and answers OK the messages a
+// majority of the home cluster holds, in the order they were numbered: a
+// message waits for every one numbered before it to be released or
+// dropped (its replicas did not ack in time).
+//
+// Fanned out as soon as numbered, a message reached members before any
+// replica held it: a supernode whose ring dropped the live home for a
+// moment numbered in a new epoch, its replicas (whose rings named the
+// live home) refused, and its members moved to that epoch, past every
+// message the live home numbered after (found by testnet/groupsim,
+// Mutations.NoReleaseAfterMajority). Logged as soon as numbered, the
+// home's log held messages never acknowledged, and replayed and synced
+// them as if they had been.
+func (c *Core) release(g string) {
+	hg := c.homes[g]
+	if hg == nil {
 		return
 	}
-	if c.replicate(now, p, gm) {
-		hg.acked.put(publishIDKey(p.GetFrom(), p.GetId()), Pos{Epoch: epoch, Seq: seq})
-		c.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_OK, Seq: seq, Epoch: epoch})
+	for len(hg.unreleased) > 0 {
+		k := hg.unreleased[0]
+		pp := c.pendingPubs[k]
+		if pp != nil && !pp.held() {
+			return
+		}
+		hg.unreleased[0] = pubKey{}
+		hg.unreleased = hg.unreleased[1:]
+		if pp == nil {
+			continue // dropped
+		}
+		delete(c.pendingPubs, k)
+		c.releaseOne(hg, k, pp)
 	}
+}
+
+// releaseOne logs, fans out and acknowledges one message a majority
+// holds.
+func (c *Core) releaseOne(hg *homeGroup, k pubKey, pp *pendingPublish) {
+	id := publishIDKey(pp.p.GetFrom(), pp.p.GetId())
+	if c.cfg.Replay != nil && !c.cfg.Mutations.NoReleaseAfterMajority {
+		if err := c.cfg.Replay.AppendReplay(k.group, Entry{Epoch: k.epoch, Seq: k.seq, Data: EncodeEntry(entrySelf, pp.gm)}); err != nil {
+			// The home's own copy is one of the majority it promises:
+			// not delivered, not acknowledged. The publisher retries
+			// with the same ID, numbered anew.
+			c.stats.ReplayLogFailed.Add(1)
+			c.log.Debug("replay log append failed", "group", k.group, "err", err)
+			hg.numbered.del(id)
+			c.publishResult(pp.p, &pb.Result{Id: pp.p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "group home could not log the message; retry with the same message id"})
+			return
+		}
+	}
+	if !c.cfg.Mutations.NoReleaseAfterMajority {
+		c.sendNumbered(hg, pp.gm)
+	}
+	hg.acked.put(id, Pos{Epoch: k.epoch, Seq: k.seq})
+	c.publishResult(pp.p, &pb.Result{Id: pp.p.GetId(), Status: pb.Result_STATUS_OK, Epoch: k.epoch, Seq: k.seq})
 }
 
 // sendNumbered sends a message the home just numbered to every supernode
@@ -423,7 +503,6 @@ func (c *Core) RingChanged() {
 	if c.cfg.Mutations.NoRingChangedDrop {
 		return
 	}
-	var refused []*pb.GroupPublish
 	dropped := map[string]bool{}
 	for _, g := range sortedKeys(c.homes) {
 		hg := c.homes[g]
@@ -434,9 +513,7 @@ func (c *Core) RingChanged() {
 		if !home {
 			dropped[g] = true // the replays under way stop: the home's replay
 		}
-		refused = append(refused, hg.waiting...)
-		delete(c.homes, g)
-		delete(c.syncs, g)
+		c.forgetHome(g, notHome)
 		c.log.Debug("group home record dropped: the ring moved the group", "group", g, "epoch", hg.epoch, "seq", hg.seq, "home_now", home)
 	}
 	if len(dropped) > 0 {
@@ -446,7 +523,8 @@ func (c *Core) RingChanged() {
 			}
 		}
 	}
-	for _, p := range refused {
-		c.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: "not the group's home by this supernode's ring; retry with the same message id"})
-	}
 }
+
+// notHome is the BUSY answer of a supernode that is not, or no longer,
+// the group's home by its ring.
+const notHome = "not the group's home by this supernode's ring; retry with the same message id"

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -74,5 +75,67 @@ func TestFailedLogAppendIsNotAcknowledged(t *testing.T) {
 	local := c.cfg.Local.(*fakeLocal)
 	if len(local.results) != 1 || local.results[0].GetStatus() != pb.Result_STATUS_BUSY {
 		t.Fatalf("results %v, want one BUSY", local.results)
+	}
+}
+
+// TestReleaseAfterMajority: a home fans out, logs and acknowledges a
+// message only once a replica holds it, in the order it numbered them; a
+// message no replica holds reaches no member. Fanned out as numbered, a
+// supernode whose ring dropped the live home for a moment delivered in a
+// new epoch what its replicas refused (testnet/groupsim).
+func TestReleaseAfterMajority(t *testing.T) {
+	log := &memLog{}
+	c := newTestCore(t, log)
+	net := c.cfg.Net.(*fakeNet)
+	local := c.cfg.Local.(*fakeLocal)
+	now := time.Unix(1000, 0)
+	publish := func(id string) {
+		c.HomePublish(now, &pb.GroupPublish{Group: "g", Id: []byte(id + "0123456789abcde"), Signed: []byte("signed"), From: []byte("client"), Origin: []byte("self")})
+	}
+	publish("a") // makes the record, which syncs first: a waits
+	c.homes["g"].join("m", "x", now.Add(time.Hour))
+	for _, p := range []string{"r1", "r2"} {
+		c.ReplicaSync(now, p, &pb.ReplicaSync{Group: "g", Done: true})
+	}
+	fanned := func() (seqs []uint64) {
+		for _, s := range net.sent {
+			if gm := s.f.GetGroupMessage(); gm != nil && s.to == "x" {
+				seqs = append(seqs, gm.GetSeq())
+			}
+		}
+		return seqs
+	}
+	publish("b")
+	epoch := c.homes["g"].epoch
+	if got := fanned(); len(got) != 0 || len(local.results) != 0 || len(log.logs["g"]) != 0 {
+		t.Fatalf("before any replica acked: fanned out %v, answered %v, logged %d", got, local.results, len(log.logs["g"]))
+	}
+	c.ReplicaAck("r1", &pb.ReplicaAck{Group: "g", Epoch: epoch, Seq: 2})
+	if got := fanned(); len(got) != 0 || len(local.results) != 0 {
+		t.Fatalf("the second held, the first not: fanned out %v, answered %v; want nothing before the first", got, local.results)
+	}
+	c.ReplicaAck("r2", &pb.ReplicaAck{Group: "g", Epoch: epoch, Seq: 1})
+	if got := fanned(); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("fanned out %v, want 1 then 2", got)
+	}
+	if len(local.results) != 2 || local.results[0].GetSeq() != 1 || local.results[1].GetSeq() != 2 || local.results[1].GetStatus() != pb.Result_STATUS_OK {
+		t.Fatalf("answers %v, want OK for 1 then 2", local.results)
+	}
+	if len(log.logs["g"]) != 2 {
+		t.Fatalf("logged %d, want 2", len(log.logs["g"]))
+	}
+	// One no replica acks in time is dropped: never fanned out, the
+	// publisher told BUSY, its retry numbered anew.
+	publish("c")
+	c.Tick(now.Add(ReplicationTimeout + time.Second))
+	if got := fanned(); len(got) != 2 {
+		t.Fatalf("a message no replica held was fanned out: %v", got)
+	}
+	if last := local.results[len(local.results)-1]; last.GetStatus() != pb.Result_STATUS_BUSY {
+		t.Fatalf("answer %v, want BUSY", last)
+	}
+	publish("c")
+	if c.homes["g"].seq != 4 {
+		t.Fatalf("the retry of a dropped message got seq %d, want 4 (numbered anew)", c.homes["g"].seq)
 	}
 }

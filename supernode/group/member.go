@@ -100,6 +100,7 @@ func (c *Core) leaveLocal(g, client string, forget bool) {
 		delete(c.local, g)
 		delete(c.pos, g)
 		delete(c.posFrom, g)
+		delete(c.holding, g)
 	}
 }
 
@@ -227,7 +228,15 @@ func (c *Core) toldHome(now time.Time, g, p string) bool {
 // the stamp and the publisher's signature again.)
 func (c *Core) GroupMessage(now time.Time, from string, gm *pb.GroupMessage) {
 	h, _ := c.groupHome(gm.GetGroup())
-	if h != from && !c.toldHome(now, gm.GetGroup(), from) {
+	// The home this supernode's position follows is taken too: a
+	// supernode whose ring flapped refreshed its members elsewhere long
+	// enough for its record of telling that home to run out, refused its
+	// frames, then took the next ones, and its position (and members)
+	// moved past the refused ones; the home, which had replayed to it,
+	// never sent them again (found by testnet/groupsim,
+	// Mutations.NoFollowedHome).
+	follows := c.posFrom[gm.GetGroup()] == from && !c.cfg.Mutations.NoFollowedHome
+	if h != from && !follows && !c.toldHome(now, gm.GetGroup(), from) {
 		c.stats.GroupRefused.Add(1)
 		c.log.Debug("group frame refused: not from a home of the group", "group", gm.GetGroup(), "epoch", gm.GetEpoch(), "seq", gm.GetSeq())
 		return
@@ -237,20 +246,94 @@ func (c *Core) GroupMessage(now time.Time, from string, gm *pb.GroupMessage) {
 		return
 	}
 	mover := ""
-	if h == from {
+	if h == from || follows {
 		mover = from
+	}
+	if c.holdsBack(now, gm, from, mover) {
+		c.stats.GroupHeldBack.Add(1)
+		return
 	}
 	c.fanoutLocal(gm, mover)
 }
 
-// needsReplay reports whether this supernode has a position in group g
-// that does not follow home h: h is to replay to it after it.
+// holdsBack reports whether a live group frame from a home is held back
+// (not fanned out) until that home has replayed to this supernode: the
+// frame comes from a home its position does not follow, or skips past a
+// message it did not get (it refused a frame while its ring named
+// another home, a link dropped one, or the home dropped a position it
+// could not replicate). The supernode asks the home at once to replay
+// after its position (its own resume, marked as an ask: not a refresh),
+// and the replay's frames (GroupMessage.replay) and its ReplayDone carry
+// on from there. Fanned out, such a frame moved the members past what
+// the replay brought later, and members never go back (overlay/member)
+// (found by testnet/groupsim, Mutations.NoHoldBack).
+func (c *Core) holdsBack(now time.Time, gm *pb.GroupMessage, from, mover string) bool {
+	g := gm.GetGroup()
+	if c.cfg.Mutations.NoHoldBack || c.cfg.Mutations.NoPosHandoff || gm.GetReplay() || len(gm.GetOnly()) > 0 || len(c.local[g]) == 0 {
+		return false
+	}
+	if h, held := c.holding[g]; held {
+		if h == from {
+			return true
+		}
+		if mover != from {
+			return false // another home's frame, not the ring's: as before
+		}
+		// The ring moved on while this supernode waited: ask the new
+		// home.
+	} else {
+		pos, has := c.pos[g]
+		if !has || mover == "" {
+			return false
+		}
+		p := Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}
+		next := p.Epoch == pos.Epoch && p.Seq == pos.Seq+1 || p.Epoch > pos.Epoch && p.Seq == 1
+		if c.posFrom[g] == mover && (!p.After(pos) || next) {
+			return false
+		}
+		if !p.After(pos) {
+			return false // a copy: members drop it
+		}
+	}
+	c.holding[g] = from
+	c.askReplay(now, g, from)
+	return true
+}
+
+// askReplay sends home this supernode's own resume of group g as an
+// explicit ask (not a refresh): the home replays after its position.
+func (c *Core) askReplay(now time.Time, g, home string) {
+	r := c.snResumeRecord(g)
+	if r == nil {
+		return
+	}
+	r.Refresh = false
+	c.noteToldHome(now, g, home)
+	for _, b := range SplitBatches([]*pb.MembershipRecord{r}, c.cfg.MaxBatchBytes) {
+		if home == c.self {
+			c.Membership(now, c.self, b)
+			continue
+		}
+		c.cfg.Net.Send(home, &pb.RelayFrame{Kind: &pb.RelayFrame_Membership{Membership: b}})
+	}
+}
+
+// needsReplay reports whether this supernode's own resume goes with a
+// member's join or resume sent to home h: whenever it has a position in
+// group g and members there. Sent only while its position did not follow
+// h, it was missing when h's record of the group was new (h took the
+// group over, or made its record anew) though this supernode's position
+// followed h's earlier record: the member's record came first, h sent
+// live frames, and the members here missed what h had numbered before
+// (found by testnet/groupsim, Mutations.NoResumeWithJoin). A home
+// replays to a supernode once per record, so the resume costs nothing
+// more where h already has.
 func (c *Core) needsReplay(g, h string) bool {
 	if c.cfg.Mutations.NoPosHandoff {
 		return false
 	}
 	_, has := c.pos[g]
-	return has && c.posFrom[g] != h && len(c.local[g]) > 0
+	return has && len(c.local[g]) > 0 && (c.posFrom[g] != h || !c.cfg.Mutations.NoResumeWithJoin)
 }
 
 // snResumeRecord is a membership record carrying this supernode's own
@@ -338,6 +421,14 @@ func (c *Core) Refresh(now time.Time) {
 	// member's resume.
 	mems = append(mems, c.resendHeld(now)...)
 	c.releaseHeld(now)
+	// Live frames held back: ask again, the ring's home now (the ask or
+	// its answer may have been lost, or the home died).
+	for _, g := range sortedKeys(c.holding) {
+		if h, ok := c.groupHome(g); ok {
+			c.holding[g] = h
+			c.askReplay(now, g, h)
+		}
+	}
 	for g, hs := range c.toldHomes {
 		for h, until := range hs {
 			if !now.Before(until) {
@@ -351,7 +442,7 @@ func (c *Core) Refresh(now time.Time) {
 	for g, hg := range c.homes {
 		hg.expire(now)
 		if len(hg.at) == 0 && now.Sub(hg.lastUse) > 3*c.cfg.Refresh {
-			delete(c.homes, g)
+			c.forgetHome(g, notHome)
 			c.log.Debug("group home record dropped: no members, idle", "group", g)
 		}
 	}

@@ -111,6 +111,12 @@ type replayJob struct {
 	counted bool
 	missed  uint64
 	unknown bool
+	// record: a replay of this record's own messages (after its epoch,
+	// seq 0) to a supernode with no position; having sent none, it ends
+	// with no position either: an epoch that numbered nothing is no
+	// position, and a later home's may be older (clocks differ).
+	record bool
+	sent   bool
 }
 
 // startReplay queues a replay of group to sn after position from.
@@ -194,6 +200,7 @@ func (c *Core) replayJobStep(j *replayJob, budget int) int {
 			return sent + 1 // the link is full: try again next tick
 		}
 		j.after = Pos{Epoch: e.Epoch, Seq: e.Seq}
+		j.sent = true
 		sent++
 	}
 	if len(entries) < n {
@@ -228,10 +235,15 @@ func (c *Core) finishReplay(j *replayJob) {
 			return // next tick
 		}
 		j.after = Pos{Epoch: e.Epoch, Seq: e.Seq}
+		j.sent = true
+	}
+	end := j.after
+	if j.record && !j.sent {
+		end = Pos{}
 	}
 	// The end of the replay must reach the member's supernode, which
 	// holds the member until it does: on a full link, next tick.
-	if !c.sendReplayDone(j.key, &pb.Resumed{Group: j.key.group, Epoch: j.after.Epoch, Seq: j.after.Seq, Missed: j.missed, MissedUnknown: j.unknown}) {
+	if !c.sendReplayDone(j.key, &pb.Resumed{Group: j.key.group, Epoch: end.Epoch, Seq: end.Seq, Missed: j.missed, MissedUnknown: j.unknown}) {
 		return
 	}
 	delete(c.replays, j.key)
@@ -253,6 +265,7 @@ func (c *Core) sendReplayEntry(k replayKey, e Entry) bool {
 	if gm == nil {
 		return true // undecodable: skipped (counted)
 	}
+	gm.Replay = true
 	sent := true
 	switch {
 	case k.member != "":
@@ -317,7 +330,7 @@ const maxRestamped = 65536
 func (c *Core) sendReplayDone(k replayKey, res *pb.Resumed) bool {
 	if k.sn == c.self {
 		if k.member != "" {
-			c.resumeDone(k.member, res)
+			c.resumeDone(k.member, c.self, res)
 		} else {
 			c.replayedTo(k.group, c.self, res)
 		}
@@ -348,7 +361,7 @@ func (c *Core) ReplayDone(now time.Time, from string, d *pb.ReplayDone) {
 	if (!ok || h != from) && !fromAsked {
 		return
 	}
-	c.resumeDone(m, res)
+	c.resumeDone(m, from, res)
 }
 
 // replayedTo is the end of this supernode's own replay of group g at
@@ -362,11 +375,20 @@ func (c *Core) replayedTo(g, home string, res *pb.Resumed) {
 		c.pos[g] = p
 	}
 	c.posFrom[g] = home
+	if c.holding[g] == home {
+		delete(c.holding, g) // its live frames carry on from the replay
+	}
 }
 
 // resumeDone lets a resuming member into its group's local fanout and
-// tells it the resume is complete.
-func (c *Core) resumeDone(m string, res *pb.Resumed) {
+// tells it the resume is complete. A supernode with no position in the
+// group takes the member's, following the home that replayed to it:
+// with none, its refreshes asked no replay, and a home that took the
+// group over after the member's resume (a new record: it knew nothing of
+// this supernode) never sent it what it numbered before the first
+// refresh (found by testnet/groupsim, Mutations.NoMemberResumePos). A
+// hold that ran out (home "") gives no position.
+func (c *Core) resumeDone(m, home string, res *pb.Resumed) {
 	g := res.GetGroup()
 	if _, held := c.resuming[m][g]; !held {
 		return
@@ -382,6 +404,10 @@ func (c *Core) resumeDone(m string, res *pb.Resumed) {
 		return
 	}
 	c.joinLocal(g, m)
+	if _, has := c.pos[g]; !has && home != "" && !c.cfg.Mutations.NoMemberResumePos {
+		c.pos[g] = Pos{Epoch: res.GetEpoch(), Seq: res.GetSeq()}
+		c.posFrom[g] = home
+	}
 	c.cfg.Local.ToClient(m, &pb.SessionFrame{Kind: &pb.SessionFrame_Resumed{Resumed: res}})
 }
 
@@ -428,7 +454,7 @@ func (c *Core) releaseHeld(now time.Time) {
 				continue
 			}
 			c.stats.ResumesTimedOut.Add(1)
-			c.resumeDone(m, &pb.Resumed{Group: g, MissedUnknown: true})
+			c.resumeDone(m, "", &pb.Resumed{Group: g, MissedUnknown: true})
 		}
 	}
 }

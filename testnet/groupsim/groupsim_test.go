@@ -1,6 +1,8 @@
 package groupsim
 
 import (
+	"os"
+	"strconv"
 	"testing"
 
 	"github.com/overlayd/overlayd/supernode/group"
@@ -23,55 +25,20 @@ func TestDeterminism(t *testing.T) {
 }
 
 // knownFailing are the seeds of 1..200 (default Params) that still fail:
-// the core loses or reorders acknowledged messages there, for bugs not yet
-// fixed. Each is labelled with the patterns its run showed
-// (Result.Suspects, heuristics of diagnose.go; "unclassified": none):
+// the core loses acknowledged messages there, for bugs not yet fixed.
+// Each is labelled with what its trace showed.
 //
-//   - flap-home-numbered: a supernode whose ring dropped the live home
-//     for a moment numbered messages in a new epoch. Its replicas no
-//     longer acknowledge them unless their own rings name it the home
-//     (Mutations.NoReplicaHomeCheck), but what it fans out to its own
-//     members, and what two supernodes whose rings flap together number,
-//     remain (the design has no consensus on who is home).
-//   - log-hole: a replay log ignores entries at or below its last
-//     position. A new home's sync is now merged in order
-//     (Mutations.NoSyncMerge) and a replica acknowledges only what its
-//     log holds (Mutations.NoHeldCheck), but a log with a hole below its
-//     last position (a live replica refused while the ring lagged) still
-//     replays without it: the sync asks only after the last position.
-//   - masked-supernode-resume, refresh-without-position: a supernode's
-//     position now follows one home at a time and its resume goes with
-//     its first membership at a home it does not follow
-//     (Mutations.NoPosHandoff); the seeds left show a supernode whose
-//     members all came back by a member's resume, which leaves it no
-//     position.
+// Left (seeds 1..1000: 105, 493, 662, 800). Seed 105: a member's
+// join went to a home its supernode's slow ring still named after it had
+// died; the interim home never learnt the member, and the home after it
+// replays a supernode with no position only its own record's messages.
+// The written guarantee counts from when a home learns the member; the
+// checker counts from the join plus two refresh intervals.
 //
 // TestSeeds skips them (logged) and fails on any other failing seed, and
 // on a seed of this list that passes (remove it: the list stays true).
 var knownFailing = map[uint64]string{
-	16:  "flap-home-numbered, log-hole, refresh-without-position (25 failures)",
-	18:  "flap-home-numbered, log-hole (33 failures)",
-	20:  "log-hole, refresh-without-position (12 failures)",
-	27:  "refresh-without-position (28 failures)",
-	36:  "flap-home-numbered, log-hole (146 failures)",
-	48:  "flap-home-numbered, log-hole (1 failures)",
-	49:  "log-hole, masked-supernode-resume (3 failures)",
-	55:  "flap-home-numbered, log-hole (18 failures)",
-	57:  "flap-home-numbered, log-hole (25 failures)",
-	69:  "flap-home-numbered, log-hole, refresh-without-position (9 failures)",
-	81:  "unclassified (9 failures)",
-	88:  "flap-home-numbered, log-hole (28 failures)",
-	89:  "unclassified (2 failures)",
-	101: "flap-home-numbered, log-hole (8 failures)",
-	104: "flap-home-numbered, log-hole, refresh-without-position (14 failures)",
-	152: "flap-home-numbered, log-hole (160 failures)",
-	165: "log-hole (3 failures)",
-	170: "flap-home-numbered, log-hole (102 failures)",
-	174: "unclassified (17 failures)",
-	182: "flap-home-numbered, log-hole (136 failures)",
-	187: "unclassified (3 failures)",
-	189: "flap-home-numbered, log-hole (41 failures)",
-	198: "flap-home-numbered, log-hole (180 failures)",
+	105: "a join sent to a dead home while the supernode's ring lagged; the interim home never learnt the member (1 failure)",
 }
 
 func TestSeeds(t *testing.T) {
@@ -138,59 +105,78 @@ var mutations = []struct {
 	{"NoHeldCheck", group.Mutations{NoHeldCheck: true}},
 	{"NoReplicaHomeCheck", group.Mutations{NoReplicaHomeCheck: true}},
 	{"NoSyncMerge", group.Mutations{NoSyncMerge: true}},
+	{"NoReleaseAfterMajority", group.Mutations{NoReleaseAfterMajority: true}},
+	{"NoMemberResumePos", group.Mutations{NoMemberResumePos: true}},
+	{"NoSyncEndorse", group.Mutations{NoSyncEndorse: true}},
+	{"NoResumeWithJoin", group.Mutations{NoResumeWithJoin: true}},
+	{"NoRenumberLogged", group.Mutations{NoRenumberLogged: true}},
+	{"NoResumedReset", group.Mutations{NoResumedReset: true}},
+	{"NoRecordReplay", group.Mutations{NoRecordReplay: true}},
+	{"NoSyncAppendRetry", group.Mutations{NoSyncAppendRetry: true}},
+	{"NoFollowedHome", group.Mutations{NoFollowedHome: true}},
+	{"NoHoldBack", group.Mutations{NoHoldBack: true}},
 }
 
 // mutationSeeds is how many seeds TestMutations runs with each mutation
-// and without.
+// and without; $GROUPSIM_MUTATION_SEEDS raises it (the figures in
+// docs/BENCHMARKS.md come from 1,000).
 const mutationSeeds = 100
 
-// mutationMargin: a mutation is found when its seeds fail this many more
-// times than the same seeds with every fix. While the core has the bugs
-// of knownFailing (a fifth of seeds fail with every fix), a single seed
-// that passes with the fix and fails without it proves nothing: the
-// mutation changes the run's course, which meets those bugs elsewhere.
-const mutationMargin = 6
+// mutationMargin: a mutation is found when this many seeds fail with it
+// that pass with every fix. Compared seed by seed, not by counts: a
+// mutation changes a run's course, and a seed that fails with every fix
+// (knownFailing) may pass with it.
+const mutationMargin = 3
 
-// detected are the mutations this simulator tells apart from the
-// baseline (measured: see the report in the commit); the others are
-// logged, not asserted.
-var detected = map[string]bool{"NoSettledWait": true, "NoToldHomes": true, "NoPosHandoff": true, "NoReplicaHomeCheck": true}
+// detected are the mutations CI asserts are found in mutationSeeds
+// seeds; the others are logged, and measured over more seeds (each past
+// loss is also covered by the fixes after it: sync endorsement, for
+// one, keeps a supernode whose ring flapped from numbering at all, so
+// releasing before a majority holds a message no longer loses it in
+// 100 seeds).
+var detected = map[string]bool{"NoSettledWait": true, "NoToldHomes": true}
 
-// TestMutations switches off each past fix in turn and compares the
-// failures over the same seeds with every fix in.
+// TestMutations switches off each past fix in turn and compares, seed by
+// seed, the failures with every fix in.
 func TestMutations(t *testing.T) {
 	if testing.Short() || raceEnabled {
-		// 1,000 seeds: about a minute, and nine under -race, which the
-		// core (one goroutine) does not need. .ci/run runs it without.
+		// A minute, and nine under -race, which the core (one
+		// goroutine) does not need. .ci/run runs it without.
 		t.Skip("long: run without -short and -race (.ci/run does)")
 	}
-	count := func(p Params) (bad int, only []uint64, results []Result) {
-		results = runSeeds(1, mutationSeeds, p)
-		for _, r := range results {
-			if !r.OK {
-				bad++
-			}
-		}
-		return bad, nil, results
+	n := mutationSeeds
+	if v, err := strconv.Atoi(os.Getenv("GROUPSIM_MUTATION_SEEDS")); err == nil && v > 0 {
+		n = v
 	}
-	base, _, baseRes := count(Params{})
-	t.Logf("baseline: %d of %d seeds fail", base, mutationSeeds)
+	baseRes := runSeeds(1, n, Params{})
+	base := 0
+	for _, r := range baseRes {
+		if !r.OK {
+			base++
+		}
+	}
+	t.Logf("baseline: %d of %d seeds fail", base, n)
 	for _, mu := range mutations {
 		t.Run(mu.name, func(t *testing.T) {
-			bad, _, res := count(Params{Mutations: mu.m})
-			firstOnly := uint64(0)
-			for i, r := range res {
-				if !r.OK && baseRes[i].OK {
-					firstOnly = r.Seed
-					break
+			bad, only, first := 0, 0, uint64(0)
+			for i, r := range runSeeds(1, n, Params{Mutations: mu.m}) {
+				if r.OK {
+					continue
+				}
+				bad++
+				if baseRes[i].OK {
+					only++
+					if first == 0 {
+						first = r.Seed
+					}
 				}
 			}
-			t.Logf("%s: %d of %d seeds fail (baseline %d); first failing only with it: seed %d", mu.name, bad, mutationSeeds, base, firstOnly)
-			if bad < base+mutationMargin {
+			t.Logf("%s: %d of %d seeds fail (baseline %d), %d only with it; the first: seed %d", mu.name, bad, n, base, only, first)
+			if only < mutationMargin {
 				if detected[mu.name] {
-					t.Errorf("%s not found: %d failures against %d", mu.name, bad, base)
+					t.Errorf("%s not found: %d seeds fail only with it", mu.name, only)
 				} else {
-					t.Logf("%s is not told apart from the baseline by this fault mix", mu.name)
+					t.Logf("%s is not told apart from the baseline in %d seeds", mu.name, n)
 				}
 			}
 		})
