@@ -594,7 +594,15 @@ func TestHeldResumeGoesToTheNextHome(t *testing.T) {
 	for i := 4; i <= 5; i++ {
 		pub.publishRetried(g, fmt.Sprintf("m%d", i))
 	}
-	m2.waitPayloads("what came after the crash", want(4, 5))
+	// The new home replays after the member's position while its live
+	// frames may already have moved the supernode on: copies are
+	// possible, and the member's cursor drops them (overlay/member).
+	// Dropping them at the supernode instead (a replayed frame at or
+	// before its position) lost messages in testnet/groupsim seed 251: a
+	// member that joined fresh and lost its session before its first
+	// message came back with no position and got them only from that
+	// replay.
+	m2.waitDelivered("what came after the crash", want(4, 5))
 	waitFor(t, "the resumed notice", func() bool { m2.mu.Lock(); defer m2.mu.Unlock(); return len(m2.resumed) == 1 })
 	m2.mu.Lock()
 	defer m2.mu.Unlock()

@@ -486,6 +486,12 @@ func TestTunnelMovesToDirect(t *testing.T) {
 				}
 				d.direct.Store(true)
 				p.b.migrateTo(ha.ID()) // what a new direct connection triggers
+				// The move runs beside the transfer; on a loaded machine
+				// the rest of the data could all cross before it does.
+				// Reading nothing until it is done keeps bytes in flight
+				// across it (the rest of the 8 MiB is in the windows and
+				// the echo server's buffers).
+				waitFor(t, "the move to the direct connection", func() bool { return p.b.List().Connects[0].Migrations == 1 })
 			})
 		}
 	})
