@@ -218,6 +218,10 @@ type Mutations struct {
 	// did not get; a home replays to a supernode's resume once while it
 	// has members there.
 	NoHoldBack bool
+	// NoResumeCatchUp: a held member is let in at the ReplayDone of any
+	// home it asked, though this supernode's position, following another
+	// home, is past the replay's end.
+	NoResumeCatchUp bool
 }
 
 // Stats are the core's cumulative counts (atomic: metrics read them

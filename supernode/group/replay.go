@@ -361,7 +361,49 @@ func (c *Core) ReplayDone(now time.Time, from string, d *pb.ReplayDone) {
 	if (!ok || h != from) && !fromAsked {
 		return
 	}
+	if c.catchUp(now, m, from, res) {
+		return
+	}
 	c.resumeDone(m, from, res)
+}
+
+// catchUp keeps a member held when the home that replayed to it is not
+// the home this supernode's position follows and that position is past
+// the replay's end: the frames between were fanned out here while the
+// member was held, and the replaying home never had them (a ring that
+// dropped the numbering home for a moment sent the member's resume to
+// another; found by testnet/groupsim, Mutations.NoResumeCatchUp). The
+// member's resume goes to the home the position follows, after the
+// replay's end; it is let in at that home's ReplayDone. It reports
+// whether the member stays held.
+func (c *Core) catchUp(now time.Time, m, from string, res *pb.Resumed) bool {
+	g := res.GetGroup()
+	held := c.resuming[m][g]
+	src := c.posFrom[g]
+	pos, has := c.pos[g]
+	claim, joined := c.joined[m][g]
+	if c.cfg.Mutations.NoResumeCatchUp || held == nil || !has || !joined || src == "" || src == from {
+		return false
+	}
+	end := Pos{Epoch: res.GetEpoch(), Seq: res.GetSeq()}
+	if held.pos.After(end) {
+		end = held.pos
+	}
+	if !pos.After(end) {
+		return false
+	}
+	held.home, held.pos = src, end
+	c.stats.ResumesResent.Add(1)
+	c.noteToldHome(now, g, src)
+	r := &pb.MembershipRecord{Group: g, Member: []byte(m), Supernode: []byte(c.self), Join: true, Claim: claim,
+		Resume: true, ResumeEpoch: end.Epoch, ResumeSeq: end.Seq}
+	b := &pb.MembershipBatch{Records: []*pb.MembershipRecord{r}}
+	if src == c.self {
+		c.Membership(now, c.self, b)
+	} else {
+		c.cfg.Net.Send(src, &pb.RelayFrame{Kind: &pb.RelayFrame_Membership{Membership: b}})
+	}
+	return true
 }
 
 // replayedTo is the end of this supernode's own replay of group g at
