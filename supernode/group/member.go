@@ -159,13 +159,19 @@ func (c *Core) sendMembership(now time.Time, ups []membershipUpdate) {
 		}
 	}
 	for _, h := range order {
-		for _, b := range SplitBatches(batches[h], c.cfg.MaxBatchBytes) {
-			if h == c.self {
-				c.Membership(now, c.self, b)
-				continue
-			}
-			c.cfg.Net.Send(h, &pb.RelayFrame{Kind: &pb.RelayFrame_Membership{Membership: b}})
+		c.sendRecords(now, h, batches[h])
+	}
+}
+
+// sendRecords sends membership records to home, in batches; to this
+// supernode itself, straight into its own home side.
+func (c *Core) sendRecords(now time.Time, home string, recs []*pb.MembershipRecord) {
+	for _, b := range SplitBatches(recs, c.cfg.MaxBatchBytes) {
+		if home == c.self {
+			c.Membership(now, c.self, b)
+			continue
 		}
+		c.cfg.Net.Send(home, &pb.RelayFrame{Kind: &pb.RelayFrame_Membership{Membership: b}})
 	}
 }
 
@@ -309,13 +315,7 @@ func (c *Core) askReplay(now time.Time, g, home string) {
 	}
 	r.Refresh = false
 	c.noteToldHome(now, g, home)
-	for _, b := range SplitBatches([]*pb.MembershipRecord{r}, c.cfg.MaxBatchBytes) {
-		if home == c.self {
-			c.Membership(now, c.self, b)
-			continue
-		}
-		c.cfg.Net.Send(home, &pb.RelayFrame{Kind: &pb.RelayFrame_Membership{Membership: b}})
-	}
+	c.sendRecords(now, home, []*pb.MembershipRecord{r})
 }
 
 // needsReplay reports whether this supernode's own resume goes with a

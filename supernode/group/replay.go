@@ -397,12 +397,7 @@ func (c *Core) catchUp(now time.Time, m, from string, res *pb.Resumed) bool {
 	c.noteToldHome(now, g, src)
 	r := &pb.MembershipRecord{Group: g, Member: []byte(m), Supernode: []byte(c.self), Join: true, Claim: claim,
 		Resume: true, ResumeEpoch: end.Epoch, ResumeSeq: end.Seq}
-	b := &pb.MembershipBatch{Records: []*pb.MembershipRecord{r}}
-	if src == c.self {
-		c.Membership(now, c.self, b)
-	} else {
-		c.cfg.Net.Send(src, &pb.RelayFrame{Kind: &pb.RelayFrame_Membership{Membership: b}})
-	}
+	c.sendRecords(now, src, []*pb.MembershipRecord{r})
 	return true
 }
 
