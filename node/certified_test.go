@@ -16,9 +16,7 @@ import (
 
 // snRawForTest returns the supernode certificate this node announces.
 func (n *Node) snRawForTest() []byte {
-	n.megaMu.Lock()
-	defer n.megaMu.Unlock()
-	return n.snRaw
+	return n.trust.SignedSupernodeCert()
 }
 
 // supernodeAnnouncement is a supernode announcement of the rogue itself

@@ -74,7 +74,7 @@ type Config struct {
 	// FullDirectory makes an ordinary node hear the supernodes'
 	// announcement topic and hold the whole directory, as every node did
 	// before the directory had two tiers, instead of a partial view
-	// (node/view.go). Its cost grows with the tier (about 1,000 signature
+	// (node/viewclient). Its cost grows with the tier (about 1,000 signature
 	// checks a second at 10,000 supernodes); it is there to compare the
 	// two and for networks small enough not to care. Supernodes and auto
 	// nodes always hold the whole directory.

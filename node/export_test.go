@@ -77,8 +77,9 @@ func newIDForTest(t *testing.T) peer.ID {
 
 // viewRefreshesForTest returns how many view refreshes the node
 // completed (fetches of its whole view that a supernode answered).
-func (n *Node) viewRefreshesForTest() float64 {
-	return testutil.ToFloat64(n.m.viewFetches.WithLabelValues("refresh", "ok"))
+func (n *Node) viewRefreshesForTest(t testing.TB) float64 {
+	t.Helper()
+	return n.metricForTest(t, "overlayd_directory_view_fetches_total", "purpose", "refresh", "result", "ok")
 }
 
 // afterViewRefreshes waits until an ordinary node completed k more view
@@ -90,9 +91,9 @@ func afterViewRefreshes(t testing.TB, n *Node, k int, within time.Duration) {
 	if !n.usesView() {
 		t.Fatalf("%s keeps no partial view", n.ID().ShortString())
 	}
-	before := n.viewRefreshesForTest()
+	before := n.viewRefreshesForTest(t)
 	waitFor(t, within, fmt.Sprintf("%d view refreshes on %s", k, n.ID().ShortString()), func() bool {
-		return n.viewRefreshesForTest() >= before+float64(k)
+		return n.viewRefreshesForTest(t) >= before+float64(k)
 	})
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/overlayd/overlayd/node/viewclient"
 	"github.com/overlayd/overlayd/protocol"
 )
 
@@ -19,12 +20,10 @@ type metrics struct {
 	roleChanges *prometheus.CounterVec
 
 	// The directory's two tiers: the topic's bytes on a node that hears
-	// it; the partial view's on an ordinary node (view.go).
+	// it; the partial view's on an ordinary node (node/viewclient), on
+	// every node so that all expose the same series.
 	announceBytes prometheus.Counter
-	viewFetches   *prometheus.CounterVec
-	viewBytes     prometheus.Counter
-	viewEntries   *prometheus.CounterVec
-	viewChecks    *prometheus.CounterVec
+	view          *viewclient.Metrics
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
@@ -63,29 +62,6 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		Name: "overlayd_directory_announcement_bytes_total",
 		Help: "Bytes of the directory topic's messages this node validated (each message once; GossipSub's duplicates and control traffic are not counted). 0 on an ordinary node, which keeps a partial view instead.",
 	})
-	m.viewFetches = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "overlayd_directory_view_fetches_total",
-		Help: "Partial views an ordinary node asked supernodes for, by purpose (refresh: its view; check: a cross-check) and result (ok, error).",
-	}, []string{"purpose", "result"})
-	m.viewBytes = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "overlayd_directory_view_bytes_total",
-		Help: "Bytes of the view responses an ordinary node received.",
-	})
-	m.viewEntries = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "overlayd_directory_view_entries_total",
-		Help: "Signed view entries an ordinary node checked, by result: accepted, or the reason it was refused (bad_signature: forged by the server or on the way). Each costs one signature check.",
-	}, []string{"result"})
-	m.viewChecks = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "overlayd_directory_view_checks_total",
-		Help: "Cross-checks of an ordinary node's view against other supernodes', by verdict: agree; outvoted (its supernode's view disagreed with the others': the node left that supernode); undecided (views of a changing ring).",
-	}, []string{"verdict"})
-	for _, v := range []string{"agree", "outvoted", "undecided"} {
-		m.viewChecks.WithLabelValues(v)
-	}
-	m.viewEntries.WithLabelValues("accepted")
-	for _, r := range protocol.Reasons {
-		m.viewEntries.WithLabelValues(string(r))
-	}
 	m.roleChanges.WithLabelValues("supernode")
 	m.roleChanges.WithLabelValues("ordinary")
 	cs := []prometheus.Collector{
@@ -118,7 +94,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			return 0
 		}),
 		m.accepted, m.rejected, m.certRejected, m.ringRebuilds, m.ringInfo,
-		m.announceBytes, m.viewFetches, m.viewBytes, m.viewEntries, m.viewChecks,
+		m.announceBytes,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "overlayd_directory_entries",
 			Help: "Live supernodes in this node's directory.",
@@ -146,6 +122,10 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
+	}
+	var err error
+	if m.view, err = viewclient.NewMetrics(reg); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

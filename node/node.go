@@ -25,13 +25,15 @@ import (
 
 	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/node/datadir"
 	"github.com/overlayd/overlayd/node/lan"
 	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/node/trust"
 	"github.com/overlayd/overlayd/node/tunnel"
+	"github.com/overlayd/overlayd/node/viewclient"
 	"github.com/overlayd/overlayd/overlay/backoff"
 	"github.com/overlayd/overlayd/overlay/directory"
 	"github.com/overlayd/overlayd/overlay/ring"
-	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
 	"github.com/overlayd/overlayd/supernode/capacity"
 	"github.com/overlayd/overlayd/supernode/fanout"
@@ -65,16 +67,10 @@ type Node struct {
 	serving atomic.Bool
 	role    roleRun // the --role auto driver's state (role_run.go)
 
-	trusted  []crypto.PubKey
-	megaMu   sync.Mutex
-	revoked  map[uint64]time.Time // serial → until
-	cert     *protocol.MegaCert   // this node's, while it is mega
-	certRaw  []byte
-	snCert   *protocol.SupernodeCert // this node's supernode certificate (certified network)
-	snRaw    []byte
-	ownRevs  [][]byte // revocations submitted here, re-published until moot
-	revTopic *pubsub.Topic
-	runCtx   context.Context // lives from Start to Close
+	// trust is the operator trust: certificates and revocations
+	// (trust.go); set by Start before the directory hears anything.
+	trust  *trust.Keeper
+	runCtx context.Context // lives from Start to Close
 
 	dir     *directory.Directory
 	rings   ring.Published
@@ -101,17 +97,14 @@ type Node struct {
 	client    *client.Client  // ordinary and auto nodes; nil on a pinned supernode
 	tunnels   *tunnel.Manager // exposed services and connect listeners (tunnel.go)
 	bootstrap []peer.AddrInfo
-	// viewKick wakes the view loop of a node that keeps a partial view
-	// (view.go).
-	viewKick chan struct{}
-	// viewVersion is the version of the ring the node's partial view was
-	// taken from (a string; view.go), shown as its ring version.
-	viewVersion atomic.Value
-	m           *metrics
-	apiSrv      *http.Server
-	metricSrv   *http.Server
-	metricLn    net.Addr // the metrics listener's address, once started
-	started     time.Time
+	// views keeps the partial view of a node that keeps one (view.go;
+	// package node/viewclient); nil on the others.
+	views     *viewclient.Client
+	m         *metrics
+	apiSrv    *http.Server
+	metricSrv *http.Server
+	metricLn  net.Addr // the metrics listener's address, once started
+	started   time.Time
 
 	mu      sync.Mutex
 	state   int // stateNew, stateStarted, stateClosed
@@ -303,12 +296,8 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 		reg:     defaultRegistry(),
 		now:     time.Now,
 		debounc: min(cfg.AnnounceInterval/10, time.Second),
-		revoked: map[uint64]time.Time{},
 		confirm: newConfirmations(),
-
-		viewKick: make(chan struct{}, 1),
 	}
-	n.trusted, _ = cfg.operatorKeys()
 	n.dir = directory.New(directory.WithMegaVerifier(n.verifyMega))
 	for _, o := range opts {
 		if err := o(n); err != nil {
@@ -366,10 +355,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.startReachability(runCtx); err != nil {
 		return err
 	}
+	if n.trust, err = n.newTrust(); err != nil {
+		return err
+	}
 	if err := n.startDirectory(runCtx); err != nil {
 		return err
 	}
-	if err := n.startRevocations(runCtx); err != nil {
+	if err := n.trust.JoinRevocations(n.ps); err != nil {
 		return err
 	}
 	n.runCtx = runCtx
@@ -387,13 +379,18 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		if n.client, err = n.newClient(); err != nil {
 			return err
 		}
+		if n.usesView() {
+			if n.views, err = n.newViewClient(); err != nil {
+				return err
+			}
+		}
 		// The groups joined before a restart, resumed where they were.
-		groups, err := loadGroupState(n.cfg.DataDir)
+		groups, err := datadir.LoadGroups(n.cfg.DataDir)
 		if err != nil {
 			return err
 		}
 		if err := n.client.RestoreGroups(groups); err != nil {
-			return fmt.Errorf("%s: %w", groupStateFile, err)
+			return fmt.Errorf("%s: %w", datadir.GroupsFile, err)
 		}
 	}
 	if err := n.startTunnels(); err != nil {
@@ -413,13 +410,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.goLoop(func() { n.expireLoop(runCtx) })
 	if n.usesView() {
 		n.startViewHints()
-		n.goLoop(func() { n.viewLoop(runCtx) })
+		n.goLoop(func() { n.views.Run(runCtx) })
 	} else {
 		n.goLoop(func() { n.ringLoop(runCtx) })
 	}
 	n.goLoop(func() { n.bootstrapLoop(runCtx) })
 	n.goLoop(func() { lan.Run(runCtx, n.lanConfig()) })
-	n.goLoop(func() { n.megaLoop(runCtx) })
+	n.goLoop(func() { n.trust.Run(runCtx) })
 	if n.cfg.Role == RoleSupernode {
 		n.goLoop(func() { n.announceLoop(runCtx) })
 		n.goLoop(func() { n.meshLoop(runCtx) })

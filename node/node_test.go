@@ -2,17 +2,14 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -187,48 +184,6 @@ func TestIdentityPersists(t *testing.T) {
 	b := startNode(t, c)
 	if b.ID() != id {
 		t.Fatalf("restart changed the peer ID: %s → %s", id, b.ID())
-	}
-}
-
-func TestIdentityErrors(t *testing.T) {
-	tests := []struct {
-		name  string
-		setup func(t *testing.T, dir string)
-		want  string
-	}{
-		{"corrupt key", func(t *testing.T, dir string) {
-			os.WriteFile(filepath.Join(dir, KeyFile), []byte("not a key"), 0o600)
-		}, "corrupt"},
-		{"empty key", func(t *testing.T, dir string) {
-			os.WriteFile(filepath.Join(dir, KeyFile), nil, 0o600)
-		}, "identity key"},
-		{"key readable by others", func(t *testing.T, dir string) {
-			k, _, _ := crypto.GenerateEd25519Key(rand.Reader)
-			b, _ := crypto.MarshalPrivateKey(k)
-			os.WriteFile(filepath.Join(dir, KeyFile), b, 0o644)
-			os.Chmod(filepath.Join(dir, KeyFile), 0o644)
-		}, "chmod 600"},
-		{"data dir open to others", func(t *testing.T, dir string) {
-			os.Chmod(dir, 0o755)
-		}, "chmod 700"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "d")
-			if err := os.Mkdir(dir, 0o700); err != nil {
-				t.Fatal(err)
-			}
-			tt.setup(t, dir)
-			before, _ := os.ReadFile(filepath.Join(dir, KeyFile))
-			_, err := LoadOrCreateIdentity(dir)
-			if err == nil || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("err = %v, want one mentioning %q", err, tt.want)
-			}
-			after, _ := os.ReadFile(filepath.Join(dir, KeyFile))
-			if string(before) != string(after) {
-				t.Fatal("a bad key file was replaced")
-			}
-		})
 	}
 }
 

@@ -97,10 +97,11 @@ func (n *Node) publishRing(ms []ring.Member, version string) {
 		n.log.Error("ring rebuild", "err", err)
 		return
 	}
-	n.rings.Publish(r)
-	n.ringChanged()
+	// The gauge first: whoever sees the new ring sees its version exported.
 	n.m.ringInfo.Reset()
 	n.m.ringInfo.WithLabelValues(cmp.Or(version, r.Version())).Set(1)
+	n.rings.Publish(r)
+	n.ringChanged()
 	n.log.Debug("ring published", "version", r.Version(), "members", r.Len())
 }
 

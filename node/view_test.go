@@ -4,33 +4,35 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
-	pubsubpb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/overlayd/overlayd/overlay/cluster"
-	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/overlay/view"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 )
 
-func (n *Node) viewCount(purpose, result string) float64 {
-	return testutil.ToFloat64(n.m.viewFetches.WithLabelValues(purpose, result))
+// The view client's series (node/viewclient), read from the node's
+// registry.
+
+func (n *Node) viewCount(t testing.TB, purpose, result string) float64 {
+	t.Helper()
+	return n.metricForTest(t, "overlayd_directory_view_fetches_total", "purpose", purpose, "result", result)
 }
 
-func (n *Node) viewVerdicts(v view.Verdict) float64 {
-	return testutil.ToFloat64(n.m.viewChecks.WithLabelValues(v.String()))
+func (n *Node) viewVerdicts(t testing.TB, v view.Verdict) float64 {
+	t.Helper()
+	return n.metricForTest(t, "overlayd_directory_view_checks_total", "verdict", v.String())
 }
 
-func (n *Node) viewEntriesCounted(result string) float64 {
-	return testutil.ToFloat64(n.m.viewEntries.WithLabelValues(result))
+func (n *Node) viewEntriesCounted(t testing.TB, result string) float64 {
+	t.Helper()
+	return n.metricForTest(t, "overlayd_directory_view_entries_total", "result", result)
 }
 
 // announcementsHeard is every announcement the node's topic validator
@@ -60,7 +62,7 @@ func TestOrdinaryNodesKeepAView(t *testing.T) {
 	for _, c := range cs {
 		waitFor(t, 20*time.Second, "client attached", func() bool { return c.attachmentForTest() != "" })
 		waitFor(t, 20*time.Second, "three refreshes and a cross-check", func() bool {
-			return c.viewCount("refresh", "ok") >= 3 && c.viewVerdicts(view.Agree) >= 1
+			return c.viewCount(t, "refresh", "ok") >= 3 && c.viewVerdicts(t, view.Agree) >= 1
 		})
 	}
 	for _, c := range cs {
@@ -74,11 +76,11 @@ func TestOrdinaryNodesKeepAView(t *testing.T) {
 			t.Errorf("ordinary node's directory holds %d supernodes; a view holds 1 to %d, fewer than the tier's %d",
 				k, view.Neighbours+view.Spares, tier)
 		}
-		if c.viewEntriesCounted("accepted") == 0 || c.viewEntriesCounted(string(protocol.ReasonBadSignature)) != 0 {
-			t.Errorf("view entries: %v accepted, %v with bad signatures", c.viewEntriesCounted("accepted"),
-				c.viewEntriesCounted(string(protocol.ReasonBadSignature)))
+		if c.viewEntriesCounted(t, "accepted") == 0 || c.viewEntriesCounted(t, string(protocol.ReasonBadSignature)) != 0 {
+			t.Errorf("view entries: %v accepted, %v with bad signatures", c.viewEntriesCounted(t, "accepted"),
+				c.viewEntriesCounted(t, string(protocol.ReasonBadSignature)))
 		}
-		if v := c.viewVerdicts(view.Outvoted); v != 0 {
+		if v := c.viewVerdicts(t, view.Outvoted); v != 0 {
 			t.Errorf("%v cross-checks outvoted an honest supernode", v)
 		}
 		if v := c.Status().RingVersion; !slices.ContainsFunc(sns, func(sn *Node) bool { return sn.Ring().Version() == v }) {
@@ -194,7 +196,7 @@ func TestViewOmissionDetected(t *testing.T) {
 			return id != liar.ID() && slices.Contains(honest, id)
 		})
 	})
-	waitFor(t, 20*time.Second, "the liar outvoted", func() bool { return c.viewVerdicts(view.Outvoted) >= 1 })
+	waitFor(t, 20*time.Second, "the liar outvoted", func() bool { return c.viewVerdicts(t, view.Outvoted) >= 1 })
 	waitFor(t, 20*time.Second, "client moved to an honest supernode", func() bool {
 		a := c.attachmentForTest()
 		return a != "" && a != liar.ID()
@@ -202,146 +204,8 @@ func TestViewOmissionDetected(t *testing.T) {
 	waitFor(t, 10*time.Second, "client's home is the honest one", func() bool {
 		return slices.Equal(cluster.Home(c.Ring(), []byte(c.ID())), honest)
 	})
-	t.Logf("outvoted %v times; moved from %s to %s; checks: %v agree, %v undecided", c.viewVerdicts(view.Outvoted),
-		liar.ID().ShortString(), c.attachmentForTest().ShortString(), c.viewVerdicts(view.Agree), c.viewVerdicts(view.Undecided))
-}
-
-// TestViewRampNotDistrusted: the supernode a client is attached to holds
-// every member but gives some of them other ring weights and a ring
-// version of its own, as an honest supernode does while it ramps a
-// newcomer's weight (honest supernodes' rings differ so for a whole ramp
-// period). The client's home then differs from the checker's at every
-// refresh and the home members are asked again and again, but weights
-// alone never outvote: the client stays with its supernode.
-func TestViewRampNotDistrusted(t *testing.T) {
-	sns := supernodes(t, 8, 800) // ring weight 8 each
-	c := startClient(t, p2pAddr(sns[0]))
-	waitFor(t, 20*time.Second, "client attached", func() bool { return c.attachmentForTest() != "" })
-	sn := byID(sns, c.attachmentForTest())
-	key := []byte(c.ID())
-	honest := cluster.Home(sn.Ring(), key)
-	// Lower some members' weights to 1 (a ramp's first step), choosing
-	// the ones whose lowering moves the client's home.
-	var lowered []peer.ID
-	// The home members first, then each other supernode alone: which
-	// lowering moves the home depends on the random identities (the
-	// home members' first choices all failed once, a remaining virtual
-	// node of theirs still winning).
-	tries := [][]peer.ID{honest[:1], honest[1:2], honest[2:], honest, idsOf(sns)}
-	for _, p := range idsOf(sns) {
-		tries = append(tries, []peer.ID{p})
-	}
-	for _, try := range tries {
-		try = slices.DeleteFunc(slices.Clone(try), func(p peer.ID) bool { return p == sn.ID() })
-		var ms []ring.Member
-		for _, m := range sn.Ring().Members() {
-			if slices.ContainsFunc(try, func(p peer.ID) bool { return p.String() == m.ID }) {
-				m.Weight = 1
-			}
-			ms = append(ms, m)
-		}
-		if h := view.Home(ms, key); len(try) > 0 && !slices.Equal(h, honest) {
-			lowered = try
-			break
-		}
-	}
-	if lowered == nil {
-		t.Fatalf("no choice of lowered weights moves the home %v", honest)
-	}
-	serveView(t, sn, func(_ *pb.ViewRequest, resp *pb.ViewResponse) {
-		resp.RingVersion = "ramping-" + resp.RingVersion
-		for _, e := range resp.Entries {
-			if e.GetWeight() > 0 && slices.Contains(lowered, peer.ID(e.GetPeerId())) {
-				e.Weight = 1
-			}
-		}
-	})
-	// viewStrikes undecided checks lead to one judgement (counted as
-	// undecided too); two rounds of them mean the home members were asked
-	// twice.
-	waitFor(t, 60*time.Second, "two judgements of the reweighted view", func() bool {
-		return c.viewVerdicts(view.Undecided) >= 2*viewStrikes || c.viewVerdicts(view.Outvoted) > 0
-	})
-	if n := c.viewVerdicts(view.Outvoted); n != 0 {
-		t.Fatalf("a view that differs by weights alone was outvoted %v times", n)
-	}
-	if a := c.attachmentForTest(); a != sn.ID() {
-		t.Fatalf("the client left its supernode %s for %s", sn.ID().ShortString(), a.ShortString())
-	}
-	t.Logf("lowered %d weights; %v checks undecided, %v agree", len(lowered), c.viewVerdicts(view.Undecided), c.viewVerdicts(view.Agree))
-}
-
-func idsOf(ns []*Node) []peer.ID {
-	var ids []peer.ID
-	for _, n := range ns {
-		ids = append(ids, n.ID())
-	}
-	return ids
-}
-
-// TestViewForgedEntryRefused: a supernode that alters an entry it serves
-// (raises another supernode's capacity, which would draw clients there)
-// cannot make the signature verify: the client refuses the entry, counts
-// it as bad_signature, and keeps what that supernode announced.
-func TestViewForgedEntryRefused(t *testing.T) {
-	sns := supernodes(t, 4, 10)
-	c := startClient(t, p2pAddr(sns[0]))
-	waitFor(t, 20*time.Second, "client attached", func() bool { return c.attachmentForTest() != "" })
-	forger := byID(sns, c.attachmentForTest())
-	var mu sync.Mutex
-	victims := map[peer.ID]bool{}
-	serveView(t, forger, func(_ *pb.ViewRequest, resp *pb.ViewResponse) {
-		for _, e := range resp.Entries {
-			if peer.ID(e.GetPeerId()) == forger.ID() || len(e.Signed) == 0 {
-				continue
-			}
-			mu.Lock()
-			victims[peer.ID(e.GetPeerId())] = true
-			mu.Unlock()
-			e.Signed = forgeCapacity(t, e.Signed)
-			return
-		}
-	})
-	waitFor(t, 20*time.Second, "forged entry counted", func() bool {
-		return c.viewEntriesCounted(string(protocol.ReasonBadSignature)) >= 1
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	for v := range victims {
-		if e, ok := c.Directory().Snapshot().Get(v); ok && e.Capacity != 10 {
-			t.Fatalf("client holds capacity %d for %s, which announced 10", e.Capacity, v.ShortString())
-		}
-	}
-}
-
-// forgeCapacity rewrites the announcement in a signed directory message
-// with a capacity of 1,000,000, keeping the signature.
-func forgeCapacity(t *testing.T, signed []byte) []byte {
-	t.Helper()
-	return forgeSigned(t, signed, func(a *protocol.Announcement) { a.Capacity = 1_000_000 })
-}
-
-// forgeSigned rewrites the announcement in a signed directory message,
-// keeping the signature.
-func forgeSigned(t *testing.T, signed []byte, f func(a *protocol.Announcement)) []byte {
-	t.Helper()
-	var m pubsubpb.Message
-	if err := proto.Unmarshal(signed, &m); err != nil {
-		t.Fatal(err)
-	}
-	a, err := protocol.UnmarshalAnnouncement(m.Data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f(&a)
-	if m.Data, err = a.Marshal(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := proto.Marshal(&m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
+	t.Logf("outvoted %v times; moved from %s to %s; checks: %v agree, %v undecided", c.viewVerdicts(t, view.Outvoted),
+		liar.ID().ShortString(), c.attachmentForTest().ShortString(), c.viewVerdicts(t, view.Agree), c.viewVerdicts(t, view.Undecided))
 }
 
 // TestTierIntervalFollowsDirectory: a supernode whose directory holds 150
@@ -396,7 +260,7 @@ func TestViewThroughOrdinaryBootstrap(t *testing.T) {
 // TestViewFromPeerFoundWithoutBootstrap: an ordinary node with no
 // bootstrap peers that is connected to a supernode (as mDNS connects the
 // peers it finds on a LAN) asks it for a view and attaches (found by
-// cmd/overlayd TestMDNSLANDaemonsFindEachOther: viewServers named only the
+// cmd/overlayd TestMDNSLANDaemonsFindEachOther: the view client asked only the
 // attached supernode, bootstrap peers and the view's entries).
 func TestViewFromPeerFoundWithoutBootstrap(t *testing.T) {
 	sn := startNode(t, attachConfig(t, RoleSupernode, ""))

@@ -207,7 +207,7 @@
 // agree on one home, none backs its supernode's, and a member of that
 // home answered yet is not on its supernode's view's ring (an omission,
 // not weights, which honest supernodes differ in while one ramps), it
-// leaves that supernode for 10 min (node/view.go, overlay/view.Judge).
+// leaves that supernode for 10 min (node/viewclient, overlay/view.Judge).
 //
 // # Mega certificates
 //
