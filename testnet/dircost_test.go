@@ -19,12 +19,12 @@ import (
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/overlay/view"
-	"github.com/overlayd/overlayd/testnet/sim"
+	"github.com/overlayd/overlayd/testnet/dircost"
 )
 
 // The in-process testnet's directory cost per node (issue 21), measured
 // from the nodes' own counters and set beside the simulator's model
-// (sim.DirectoryCost) at the same size, interval and client count.
+// (dircost.Compute) at the same size, interval and client count.
 
 // Designs of the directory the benchmark compares.
 const (
@@ -94,7 +94,7 @@ type dcResult struct {
 // (S in OVERLAYD_DIRCOST_SUPERNODES, default 5, 10, 20, 40; capacity twice
 // their share) and N ordinary nodes (OVERLAYD_DIRCOST_CLIENTS, default
 // 100), announce interval 1 s (OVERLAYD_DIRCOST_INTERVAL), under both
-// designs: design=view (ordinary nodes keep a partial view, node/view.go)
+// designs: design=view (ordinary nodes keep a partial view, node/viewclient)
 // and design=full (every ordinary node on the announcement topic,
 // Config.FullDirectory). Once the network has formed (every supernode's
 // directory complete, every client attached, every client's directory
@@ -111,7 +111,7 @@ type dcResult struct {
 //	sn-B/s, sn-checks/s   the same on a supernode (the topic's only)
 //
 // The parent benchmark then prints a markdown table with the model's
-// figures (sim.DirectoryCost at the same S, interval, clients, no megas)
+// figures (dircost.Compute at the same S, interval, clients, no megas)
 // beside them. Skipped unless OVERLAYD_DIRCOST_NET=1:
 //
 //	OVERLAYD_DIRCOST_NET=1 go test -run '^$' -bench DirectoryCost -benchtime=1x -count=1 -timeout 30m ./testnet
@@ -361,29 +361,29 @@ func dcRead(reg *prometheus.Registry) dcCounters {
 	return c
 }
 
-// dcModel runs sim.DirectoryCost at the sizes the model can take (a view
+// dcModel runs dircost.Compute at the sizes the model can take (a view
 // needs view.Neighbours + view.Spares supernodes: the model refuses
 // fewer), with the testnet's interval, clients and no megas. Latencies
 // are loopback's; the heartbeat is node's gossipParams' at the interval.
-func dcModel(p dcParams) (map[int][2]sim.DirCostRow, error) {
-	mp := sim.DefaultDirCostParams()
+func dcModel(p dcParams) (map[int][2]dircost.Row, error) {
+	mp := dircost.DefaultParams()
 	mp.Base = p.Interval
 	mp.Intervals = p.Intervals
 	mp.Clients = p.Clients
 	mp.Megas = 0
 	mp.LatencyMin, mp.LatencyMax = 50*time.Microsecond, 500*time.Microsecond
 	mp.Heartbeat = min(max(p.Interval/4, 100*time.Millisecond), time.Second)
-	out := map[int][2]sim.DirCostRow{}
+	out := map[int][2]dircost.Row{}
 	for _, s := range p.Sizes {
 		if s < view.Neighbours+view.Spares {
 			continue
 		}
 		mp.ClientsPerSupernode = max(1, p.Clients/s)
-		rows, err := sim.DirectoryCost([]int{s}, mp)
+		rows, err := dircost.Compute([]int{s}, mp)
 		if err != nil {
 			return nil, err
 		}
-		out[s] = [2]sim.DirCostRow{rows[0], rows[1]}
+		out[s] = [2]dircost.Row{rows[0], rows[1]}
 	}
 	return out, nil
 }
@@ -391,15 +391,15 @@ func dcModel(p dcParams) (map[int][2]sim.DirCostRow, error) {
 // dcMarkdown is the table of the real figures beside the model's: the
 // testnet's full design against the model's today, its view against the
 // model's view.
-func dcMarkdown(p dcParams, rs []dcResult, model map[int][2]sim.DirCostRow) string {
+func dcMarkdown(p dcParams, rs []dcResult, model map[int][2]dircost.Row) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%d ordinary nodes, announce interval %v, window %d intervals; testnet: medians over the nodes (range); model: sim.DirectoryCost (no megas)\n\n",
+	fmt.Fprintf(&b, "\n%d ordinary nodes, announce interval %v, window %d intervals; testnet: medians over the nodes (range); model: dircost.Compute (no megas)\n\n",
 		p.Clients, p.Interval, p.Intervals)
 	b.WriteString("| supernodes | design | ordinary B/s testnet (range) | model | ordinary checks/s testnet (range) | model | supernode topic B/s testnet (range) | model, once per message | model, all copies + IHAVE + views | supernode checks/s testnet | model | formed in | process cores |\n")
 	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		m, ok := model[r.Supernodes]
-		var row sim.DirCostRow
+		var row dircost.Row
 		if ok {
 			row = m[1]
 			if r.Design == dcDesignFull {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -19,15 +18,13 @@ import (
 	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/overlayd/overlayd/testnet/figure"
 )
 
-// Figure geometry: every figure is plotWidth × plotHeight at plotDPI dots
-// per inch, so each PNG is 960 × 480 pixels.
+// Figure layout (the size of every figure, 960 × 480 pixels, is
+// figure.Width × figure.Height at figure.DPI).
 const (
-	plotWidth  = 8 * vg.Inch
-	plotHeight = 4 * vg.Inch
-	plotDPI    = 120
 	// plotLabelRows is how many rows of event labels the band above a plot
 	// may stack before labels are allowed to overlap.
 	plotLabelRows = 4
@@ -72,28 +69,13 @@ func WritePlots(r *Report, dir string) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("report: plot %s: %w", f.name, err)
 		}
-		img := vgimg.NewWith(vgimg.UseWH(plotWidth, plotHeight), vgimg.UseDPI(plotDPI))
-		fig.draw(draw.New(img))
 		path := filepath.Join(dir, f.name)
-		if err := plotSavePNG(img, path); err != nil {
+		if err := figure.SavePNG(path, fig); err != nil {
 			return nil, fmt.Errorf("report: plot %s: %w", f.name, err)
 		}
 		paths = append(paths, path)
 	}
 	return paths, nil
-}
-
-// plotSavePNG writes img to path as a PNG.
-func plotSavePNG(img *vgimg.Canvas, path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }
 
 // counterRate is a counter's mean rate over one interval between samples.
@@ -152,14 +134,14 @@ func plotAttached(r *Report) (*plotFigure, error) {
 		xys   plotter.XYs
 		style draw.LineStyle
 	}{
-		{"live clients", clients, plotStyle(color.RGBA{R: 90, G: 90, B: 90, A: 255}, 1.5, 5, 3)},
-		{"attached clients", attached, plotStyle(color.RGBA{R: 31, G: 100, B: 190, A: 255}, 2)},
-		{"live supernodes", supers, plotStyle(color.RGBA{R: 20, G: 140, B: 60, A: 255}, 1.5, 1.5, 2)},
+		{"live clients", clients, figure.Style(color.RGBA{R: 90, G: 90, B: 90, A: 255}, 1.5, 5, 3)},
+		{"attached clients", attached, figure.Style(color.RGBA{R: 31, G: 100, B: 190, A: 255}, 2)},
+		{"live supernodes", supers, figure.Style(color.RGBA{R: 20, G: 140, B: 60, A: 255}, 1.5, 1.5, 2)},
 	} {
-		if err := plotAddLine(p, l.xys, l.style); err != nil {
+		if _, err := figure.AddLine(p, l.xys, l.style); err != nil {
 			return nil, err
 		}
-		fig.legend = append(fig.legend, plotLegendEntry{l.name, []plot.Thumbnailer{plotThumb(l.style)}})
+		fig.legend = append(fig.legend, plotLegendEntry{l.name, []plot.Thumbnailer{figure.Thumb(l.style)}})
 	}
 	if len(attached) == 0 {
 		fig.note = "no samples recorded"
@@ -200,7 +182,7 @@ func plotLoad(r *Report) (*plotFigure, error) {
 		megaRows = 1
 	}
 	groupRegular := len(regular) > plotPalette || len(regular)+megaRows+2 > plotLegendRows
-	palette := plotColours()
+	palette := figure.Palette()
 	for i, n := range regular {
 		if groupRegular {
 			n.colour = plotShade(color.RGBA{R: 8, G: 48, B: 107, A: 255}, color.RGBA{R: 120, G: 180, B: 225, A: 255}, i, len(regular))
@@ -233,12 +215,12 @@ func plotLoad(r *Report) (*plotFigure, error) {
 		what    string
 	}{{regular, groupRegular, "supernodes"}, {megas, groupMegas, "megas"}} {
 		for i, n := range group.nodes {
-			style := plotStyle(n.colour, 1.5)
+			style := figure.Style(n.colour, 1.5)
 			if n.mega {
-				style = plotStyle(n.colour, 2, 6, 3)
+				style = figure.Style(n.colour, 2, 6, 3)
 			}
 			for _, run := range n.runs {
-				if err := plotAddLine(p, run, style); err != nil {
+				if _, err := figure.AddLine(p, run, style); err != nil {
 					return nil, err
 				}
 			}
@@ -248,15 +230,15 @@ func plotLoad(r *Report) (*plotFigure, error) {
 			}
 			switch {
 			case !group.grouped:
-				fig.legend = append(fig.legend, plotLegendEntry{n.name, []plot.Thumbnailer{plotThumb(style)}})
+				fig.legend = append(fig.legend, plotLegendEntry{n.name, []plot.Thumbnailer{figure.Thumb(style)}})
 			case i == 0:
 				name := fmt.Sprintf("%d %s (%s…%s)", len(group.nodes), group.what, n.name, group.nodes[len(group.nodes)-1].name)
-				fig.legend = append(fig.legend, plotLegendEntry{name, []plot.Thumbnailer{plotThumb(style)}})
+				fig.legend = append(fig.legend, plotLegendEntry{name, []plot.Thumbnailer{figure.Thumb(style)}})
 			}
 		}
 	}
 	if len(caps) > 0 {
-		fig.legend = append(fig.legend, plotLegendEntry{"capacity", []plot.Thumbnailer{plotThumb(capRef.style())}})
+		fig.legend = append(fig.legend, plotLegendEntry{"capacity", []plot.Thumbnailer{figure.Thumb(capRef.style())}})
 	}
 	if anyGone {
 		fig.legend = append(fig.legend, plotLegendEntry{"no longer live", []plot.Thumbnailer{
@@ -400,14 +382,14 @@ func plotRates(r *Report) (*plotFigure, error) {
 		xys   plotter.XYs
 		style draw.LineStyle
 	}{
-		{"sent/s", msgs, sXY, plotStyle(color.RGBA{R: 90, G: 90, B: 90, A: 255}, 1.2, 5, 3)},
-		{"deliveries/s", msgs, dXY, plotStyle(color.RGBA{R: 31, G: 100, B: 190, A: 255}, 1.5)},
-		{"BUSY refusals/s", busy, rXY, plotStyle(color.RGBA{R: 200, G: 60, B: 0, A: 255}, 1.5)},
+		{"sent/s", msgs, sXY, figure.Style(color.RGBA{R: 90, G: 90, B: 90, A: 255}, 1.2, 5, 3)},
+		{"deliveries/s", msgs, dXY, figure.Style(color.RGBA{R: 31, G: 100, B: 190, A: 255}, 1.5)},
+		{"BUSY refusals/s", busy, rXY, figure.Style(color.RGBA{R: 200, G: 60, B: 0, A: 255}, 1.5)},
 	} {
-		if err := plotAddLine(l.p, l.xys, l.style); err != nil {
+		if _, err := figure.AddLine(l.p, l.xys, l.style); err != nil {
 			return nil, err
 		}
-		fig.legend = append(fig.legend, plotLegendEntry{l.name, []plot.Thumbnailer{plotThumb(l.style)}})
+		fig.legend = append(fig.legend, plotLegendEntry{l.name, []plot.Thumbnailer{figure.Thumb(l.style)}})
 	}
 	switch {
 	case len(r.Samples) == 0:
@@ -429,14 +411,16 @@ type plotFigure struct {
 	note string
 }
 
+var _ figure.Drawer = (*plotFigure)(nil)
+
 // plotLegendEntry is one row of a figure's legend.
 type plotLegendEntry struct {
 	name   string
 	thumbs []plot.Thumbnailer
 }
 
-// draw renders f onto c.
-func (f *plotFigure) draw(c draw.Canvas) {
+// Draw renders f onto c.
+func (f *plotFigure) Draw(c draw.Canvas) {
 	c.SetColor(color.White)
 	c.Fill(c.Rectangle.Path())
 
@@ -485,7 +469,7 @@ func (f *plotFigure) draw(c draw.Canvas) {
 	// white ground, so a line that passes a lower label goes behind it.
 	for _, l := range labels {
 		base := top.Max.Y + vg.Points(4) + vg.Length(l.row)*rowHeight
-		c.StrokeLine2(plotStyle(plotEventColour(l.kind), 0.8, 2, 2), l.x, top.Max.Y, l.x, base+rowHeight-vg.Points(2))
+		c.StrokeLine2(figure.Style(plotEventColour(l.kind), 0.8, 2, 2), l.x, top.Max.Y, l.x, base+rowHeight-vg.Points(2))
 	}
 	for _, l := range labels {
 		base := top.Max.Y + vg.Points(4) + vg.Length(l.row)*rowHeight
@@ -621,7 +605,7 @@ func plotPanel(r *Report, ylabel string, ymax float64, timeLabels bool) *plot.Pl
 		p.X.Tick.Marker = plotBareTicks{}
 	}
 	grid := plotter.NewGrid()
-	grid.Vertical = plotStyle(color.RGBA{R: 228, G: 228, B: 228, A: 255}, 0.5)
+	grid.Vertical = figure.Style(color.RGBA{R: 228, G: 228, B: 228, A: 255}, 0.5)
 	grid.Horizontal = grid.Vertical
 	p.Add(grid, plotEvents(r.Events))
 	p.X.Min, p.X.Max = plotTimeRange(r)
@@ -705,7 +689,7 @@ func (evs plotEvents) Plot(c draw.Canvas, p *plot.Plot) {
 			continue
 		}
 		if x := trX(e.T); c.ContainsX(x) {
-			c.StrokeLine2(plotStyle(plotEventColour(e.Kind), 1, 4, 2.5), x, c.Min.Y, x, c.Max.Y)
+			c.StrokeLine2(figure.Style(plotEventColour(e.Kind), 1, 4, 2.5), x, c.Min.Y, x, c.Max.Y)
 		}
 	}
 }
@@ -747,9 +731,9 @@ type plotCapacityRefs struct {
 func (r plotCapacityRefs) style() draw.LineStyle {
 	grey := color.RGBA{R: 110, G: 110, B: 110, A: 255}
 	if len(r.values) > 1 {
-		return plotStyle(grey, 0.8)
+		return figure.Style(grey, 0.8)
 	}
-	return plotStyle(grey, 1.2, 6, 4)
+	return figure.Style(grey, 1.2, 6, 4)
 }
 
 // Plot implements plot.Plotter.
@@ -771,30 +755,6 @@ func (r plotCapacityRefs) Plot(c draw.Canvas, p *plot.Plot) {
 	}
 }
 
-// plotAddLine adds xys to p as a line in style; a lone point, which a line
-// would not show, gets a dot. No points add nothing.
-func plotAddLine(p *plot.Plot, xys plotter.XYs, style draw.LineStyle) error {
-	switch len(xys) {
-	case 0:
-		return nil
-	case 1:
-		p.Add(&plotter.Scatter{XYs: xys, GlyphStyle: draw.GlyphStyle{Color: style.Color, Radius: style.Width + vg.Points(0.5), Shape: draw.CircleGlyph{}}})
-		return nil
-	}
-	line, err := plotter.NewLine(xys)
-	if err != nil {
-		return err
-	}
-	line.LineStyle = style
-	p.Add(line)
-	return nil
-}
-
-// plotThumb is a legend thumbnail: a line in style.
-func plotThumb(style draw.LineStyle) plot.Thumbnailer {
-	return &plotter.Line{LineStyle: style}
-}
-
 // plotGoneGlyph marks where a supernode stopped being live.
 func plotGoneGlyph(c color.Color) draw.GlyphStyle {
 	return draw.GlyphStyle{Color: c, Radius: vg.Points(3.5), Shape: draw.CrossGlyph{}}
@@ -812,16 +772,6 @@ func plotTitle(r *Report, what string) string {
 		name = "(unnamed scenario)"
 	}
 	return fmt.Sprintf("%s — %s, seed %#x (%s)", what, name, r.Seed, verdict)
-}
-
-// plotStyle is a line style of width points, dashed if dashes (on, off,
-// ... in points) are given.
-func plotStyle(c color.Color, width float64, dashes ...float64) draw.LineStyle {
-	s := draw.LineStyle{Color: c, Width: vg.Points(width)}
-	for _, d := range dashes {
-		s.Dashes = append(s.Dashes, vg.Points(d))
-	}
-	return s
 }
 
 // plotFont is the figures' sans-serif font at size points.
@@ -859,23 +809,6 @@ func plotEventColour(kind string) color.Color {
 		return color.RGBA{R: 110, G: 110, B: 110, A: 255}
 	}
 	return color.RGBA{R: 60, G: 60, B: 60, A: 255}
-}
-
-// plotColours are the regular supernodes' colours in load.png, one each
-// for up to plotPalette nodes (a colour-blind-safe qualitative set).
-func plotColours() []color.Color {
-	return []color.Color{
-		color.RGBA{R: 0, G: 114, B: 178, A: 255},
-		color.RGBA{R: 230, G: 159, B: 0, A: 255},
-		color.RGBA{R: 0, G: 158, B: 115, A: 255},
-		color.RGBA{R: 204, G: 121, B: 167, A: 255},
-		color.RGBA{R: 86, G: 180, B: 233, A: 255},
-		color.RGBA{R: 213, G: 94, B: 0, A: 255},
-		color.RGBA{R: 120, G: 120, B: 40, A: 255},
-		color.RGBA{R: 90, G: 60, B: 160, A: 255},
-		color.RGBA{R: 150, G: 150, B: 150, A: 255},
-		color.RGBA{R: 160, G: 40, B: 60, A: 255},
-	}
 }
 
 // plotShade is the i-th of n colours evenly between a and b.

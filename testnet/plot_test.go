@@ -13,7 +13,8 @@ import (
 
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/overlayd/overlayd/testnet/figure"
 )
 
 // plotSynthetic is a made-up run of supernodes regular supernodes (sn0,
@@ -125,7 +126,7 @@ func plotCheckFiles(t *testing.T, r *Report, dir string, files, want []string) {
 	if !slices.Equal(names, want) {
 		t.Fatalf("wrote %v, want %v", names, want)
 	}
-	wantW, wantH := int(math.Round(float64(plotWidth/vg.Inch)*plotDPI)), int(math.Round(float64(plotHeight/vg.Inch)*plotDPI))
+	wantW, wantH := int(math.Round(float64(figure.Width/vg.Inch)*figure.DPI)), int(math.Round(float64(figure.Height/vg.Inch)*figure.DPI))
 	var md string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
@@ -334,7 +335,7 @@ func TestPlotLoadSeries(t *testing.T) {
 
 // plotTestCanvas is a blank canvas of a figure's size.
 func plotTestCanvas() draw.Canvas {
-	return draw.New(vgimg.NewWith(vgimg.UseWH(plotWidth, plotHeight), vgimg.UseDPI(plotDPI)))
+	return draw.New(figure.NewCanvas())
 }
 
 func TestPlotLayoutLabels(t *testing.T) {

@@ -20,6 +20,8 @@ import (
 
 	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/testnet"
+	"github.com/overlayd/overlayd/testnet/dircost"
+	"github.com/overlayd/overlayd/testnet/planner"
 	"github.com/overlayd/overlayd/testnet/sim"
 )
 
@@ -186,11 +188,11 @@ func dirCostCommand() *cli.Command {
 		Description: "Simulates the supernodes' announcements (on the daemon's schedule, through GossipSub) and the\n" +
 			"ordinary nodes' view refreshes and cross-checks (real signed messages, real views), and prints\n" +
 			"per node and per second the bytes received and the signature checks, for every node hearing the\n" +
-			"topic (today) and for the two tiers (view). The model and its assumptions: testnet/sim/dircost.go.\n\n" +
+			"topic (today) and for the two tiers (view). The model and its assumptions: testnet/dircost.\n\n" +
 			"Example: overlayd testnet sim dircost --supernodes 100,1000,10000,100000",
 		Flags: []cli.Flag{
 			&cli.IntSliceFlag{Name: "supernodes", Usage: "tier sizes, repeatable or comma-separated", Value: cli.NewIntSlice(100, 1_000, 10_000, 100_000)},
-			&cli.DurationFlag{Name: "interval", Usage: "the configured announce interval", Value: sim.DefaultDirCostParams().Base},
+			&cli.DurationFlag{Name: "interval", Usage: "the configured announce interval", Value: dircost.DefaultParams().Base},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed of every random choice", Value: 1},
 		},
 		Action: func(c *cli.Context) error {
@@ -203,15 +205,15 @@ func dirCostCommand() *cli.Command {
 					return usageError{fmt.Errorf("--supernodes: %d is not in [1, 1000000]", n)}
 				}
 			}
-			p := sim.DefaultDirCostParams()
+			p := dircost.DefaultParams()
 			p.Base, p.Seed = c.Duration("interval"), c.Uint64("seed")
-			rows, err := sim.DirectoryCost(sizes, p)
+			rows, err := dircost.Compute(sizes, p)
 			if err != nil {
 				return usageError{err}
 			}
-			fmt.Fprint(c.App.Writer, sim.DirCostMarkdown(rows))
+			fmt.Fprint(c.App.Writer, dircost.Markdown(rows))
 			fmt.Fprintln(c.App.Writer)
-			fmt.Fprint(c.App.Writer, sim.DirCostRefreshMarkdown(rows))
+			fmt.Fprint(c.App.Writer, dircost.RefreshMarkdown(rows))
 			return nil
 		},
 	}
@@ -258,7 +260,7 @@ func planCommand() *cli.Command {
 			if n < 1 || n > 100 {
 				return usageError{fmt.Errorf("--seeds must be in [1, 100], got %d", n)}
 			}
-			in := sim.PlanInput{Clients: c.Int("clients"), Supernodes: c.Int("supernodes"), Capacity: c.Int("capacity"),
+			in := planner.Input{Clients: c.Int("clients"), Supernodes: c.Int("supernodes"), Capacity: c.Int("capacity"),
 				Loss: c.Float64("loss"), Fraction: frac, Within: within, MegaCapacities: c.IntSlice("mega-capacity")}
 			for i := range n {
 				in.Seeds = append(in.Seeds, c.Uint64("seed")+uint64(i))
@@ -279,7 +281,7 @@ func planCommand() *cli.Command {
 			}
 			if in.Parallel < want {
 				fmt.Fprintf(c.App.ErrWriter, "plan: %d simulation(s) at once, not %d: each takes about %s and --max-memory is %s\n",
-					in.Parallel, want, sim.Bytes(in.Memory()), sim.Bytes(maxMem))
+					in.Parallel, want, planner.Bytes(in.Memory()), planner.Bytes(maxMem))
 			}
 			return runPlan(c.App.Writer, c.App.ErrWriter, in)
 		},
@@ -335,7 +337,7 @@ func parseBytes(s string) (int64, error) {
 
 // runPlan searches and prints the plan, with a progress line on errw when
 // it is a terminal.
-func runPlan(w, errw io.Writer, in sim.PlanInput) error {
+func runPlan(w, errw io.Writer, in planner.Input) error {
 	start := time.Now()
 	runs := 0
 	if isTerminal(errw) {
@@ -345,7 +347,7 @@ func runPlan(w, errw io.Writer, in sim.PlanInput) error {
 				runs, cfg.Supernodes, cfg.Capacity, cfg.Megas, cfg.MegaCapacity, cfg.Seed, time.Since(start).Round(time.Second))
 		}
 	}
-	pl, err := sim.Search(in)
+	pl, err := planner.Search(in)
 	if in.Progress != nil {
 		fmt.Fprint(errw, "\r\033[K")
 	}

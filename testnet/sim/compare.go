@@ -2,21 +2,25 @@ package sim
 
 import (
 	"fmt"
-	"image/color"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"gonum.org/v1/plot"
+
+	"github.com/overlayd/overlayd/testnet/figure"
 )
 
 // Side by side: the same scenario and seed under several policies, on one
 // chart each for the attached fraction and the supernodes alive, and one
 // table (`overlayd testnet sim --policy all`).
 
-// policyColors tells the policies apart on the comparison charts (the
+// policyColor tells the policies apart on the comparison charts (the
 // first is overlayd's, the second 2010's).
-var policyColors = []color.Color{colBlue, colRed, colOrange, colGreen, colGrey, color.RGBA{R: 204, G: 121, B: 167, A: 255}}
+func policyColor(k int) figure.Colour {
+	colours := [...]figure.Colour{colBlue, colRed, colOrange, colGreen, colGrey, colPink}
+	return colours[k%len(colours)]
+}
 
 // WriteComparison writes policies-attached.png, policies-alive.png and
 // policies.md for reports of one scenario under different policies into
@@ -35,7 +39,7 @@ func WriteComparison(reps []*Report, dir string) ([]string, error) {
 			return nil, fmt.Errorf("sim: compare %s: %w", f.file, err)
 		}
 		path := filepath.Join(dir, f.file)
-		if err := savePNG(p, path); err != nil {
+		if err := figure.SavePNG(path, p); err != nil {
 			return nil, fmt.Errorf("sim: compare %s: %w", f.file, err)
 		}
 		out = append(out, path)
@@ -76,7 +80,7 @@ func compareLines(reps []*Report, what, ylabel string, ymax float64, y func(r *R
 		if k >= 2 {
 			dash = []float64{float64(2 + 2*k), 3}
 		}
-		if err := addLine(p, r.Config.Policy.Name, series(r.Series.T, func(i int) float64 { return y(r, i) }), lineStyle(policyColors[k%len(policyColors)], 1.4, dash...)); err != nil {
+		if err := addLine(p, r.Config.Policy.Name, series(r.Series.T, func(i int) float64 { return y(r, i) }), figure.Style(policyColor(k), 1.4, dash...)); err != nil {
 			return nil, err
 		}
 	}

@@ -25,10 +25,10 @@
 // is what BenchmarkValidateRecovery compares with the real testnet. Every
 // node sees one shared directory, snapshotted every DirectoryTick.
 //
-// Search (plan.go) is the capacity planner behind `overlayd testnet sim
-// plan`: it searches, over the simulator's result with several seeds, the
-// fewest megas of each size and the supernode headroom that re-attach a
-// target fraction of the clients within a target time after a crash.
+// TimeToFraction is what the capacity planner (testnet/planner, behind
+// `overlayd testnet sim plan`) asks of each run: the time after a crash
+// until a target fraction of the clients were attached. The
+// directory-cost model is not simulated here (testnet/dircost).
 // Report.Write draws the figures of plot.go beside report.json. The
 // recovery scenario ends with the hand-back (handback.go): the crashed
 // supernodes restart and the demoted megas drain on node/role.DrainStep.

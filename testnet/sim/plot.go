@@ -3,26 +3,20 @@ package sim
 import (
 	"fmt"
 	"image/color"
-	"os"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/overlayd/overlayd/testnet/figure"
 )
 
 // The report's figures, drawn from the series with gonum/plot (as
 // testnet's are; testnet's WritePlots draws one line per node from its
 // samples, while the simulator's series are quantiles over thousands of
-// supernodes, so the figures are drawn here). Each is 960 × 480 pixels.
-
-const (
-	plotW   = 8 * vg.Inch
-	plotH   = 4 * vg.Inch
-	plotDPI = 120
-)
+// supernodes, so the figures are drawn here). Each is saved by
+// figure.SavePNG, 960 × 480 pixels like testnet's.
 
 // Plot is one figure of the report: its file name and what it shows.
 type Plot struct {
@@ -52,7 +46,7 @@ func WritePlots(r *Report, dir string) ([]string, error) {
 			return nil, fmt.Errorf("sim: plot %s: %w", f.File, err)
 		}
 		path := filepath.Join(dir, f.File)
-		if err := savePNG(p, path); err != nil {
+		if err := figure.SavePNG(path, p); err != nil {
 			return nil, fmt.Errorf("sim: plot %s: %w", f.File, err)
 		}
 		out = append(out, path)
@@ -60,36 +54,16 @@ func WritePlots(r *Report, dir string) ([]string, error) {
 	return out, nil
 }
 
-func savePNG(p *plot.Plot, path string) error {
-	img := vgimg.NewWith(vgimg.UseWH(plotW, plotH), vgimg.UseDPI(plotDPI))
-	p.Draw(draw.New(img))
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-var (
-	colBlue   = color.RGBA{R: 0, G: 114, B: 178, A: 255}
-	colOrange = color.RGBA{R: 230, G: 159, B: 0, A: 255}
-	colGreen  = color.RGBA{R: 0, G: 158, B: 115, A: 255}
-	colRed    = color.RGBA{R: 210, G: 30, B: 30, A: 255}
-	colBand   = color.NRGBA{R: 0, G: 114, B: 178, A: 70}
-	colGrey   = color.RGBA{R: 110, G: 110, B: 110, A: 255}
+// The simulator's figures' colours (Okabe–Ito, with red and grey).
+const (
+	colBlue   figure.Colour = 0x0072b2ff
+	colOrange figure.Colour = 0xe69f00ff
+	colGreen  figure.Colour = 0x009e73ff
+	colRed    figure.Colour = 0xd21e1eff
+	colBand   figure.Colour = 0x0072b246 // colBlue, mostly transparent
+	colGrey   figure.Colour = 0x6e6e6eff
+	colPink   figure.Colour = 0xcc79a7ff
 )
-
-func lineStyle(c color.Color, width float64, dashes ...float64) draw.LineStyle {
-	s := draw.LineStyle{Color: c, Width: vg.Points(width)}
-	for _, d := range dashes {
-		s.Dashes = append(s.Dashes, vg.Points(d))
-	}
-	return s
-}
 
 // newPlot is a figure with the run in its title, the time axis, and the
 // crash marked.
@@ -118,24 +92,21 @@ func markCrash(p *plot.Plot, r *Report, ymax float64) error {
 	if err != nil {
 		return err
 	}
-	l.LineStyle = lineStyle(colRed, 1, 4, 3)
+	l.LineStyle = figure.Style(colRed, 1, 4, 3)
 	p.Add(l)
 	p.Legend.Add(label, l)
 	return nil
 }
 
+// addLine adds xys to p as a line in style (figure.AddLine), named in
+// the legend unless name is empty.
 func addLine(p *plot.Plot, name string, xys plotter.XYs, style draw.LineStyle) error {
-	if len(xys) == 0 {
-		return nil
-	}
-	l, err := plotter.NewLine(xys)
-	if err != nil {
+	th, err := figure.AddLine(p, xys, style)
+	if err != nil || th == nil {
 		return err
 	}
-	l.LineStyle = style
-	p.Add(l)
 	if name != "" {
-		p.Legend.Add(name, l)
+		p.Legend.Add(name, th)
 	}
 	return nil
 }
@@ -152,10 +123,10 @@ func plotAttachedFraction(r *Report) (*plot.Plot, error) {
 	s := r.Series
 	p := newPlot(r, "attached", "fraction of the clients")
 	p.Y.Min, p.Y.Max = 0, 1.05
-	if err := addLine(p, "attached", series(s.T, func(i int) float64 { return s.Attached[i] }), lineStyle(colBlue, 1.5)); err != nil {
+	if err := addLine(p, "attached", series(s.T, func(i int) float64 { return s.Attached[i] }), figure.Style(colBlue, 1.5)); err != nil {
 		return nil, err
 	}
-	if err := addLine(p, "0.99", plotter.XYs{{X: 0, Y: 0.99}, {X: r.Config.Duration.Seconds(), Y: 0.99}}, lineStyle(colGrey, 0.8, 2, 2)); err != nil {
+	if err := addLine(p, "0.99", plotter.XYs{{X: 0, Y: 0.99}, {X: r.Config.Duration.Seconds(), Y: 0.99}}, figure.Style(colGrey, 0.8, 2, 2)); err != nil {
 		return nil, err
 	}
 	return p, markCrash(p, r, 1.05)
@@ -169,20 +140,20 @@ func plotAlive(r *Report) (*plot.Plot, error) {
 		ymax = max(ymax, float64(s.AliveRegular[i]+s.AutoServing[i])*1.3) // room for the legend
 	}
 	p.Y.Min, p.Y.Max = 0, ymax
-	if err := addLine(p, "regular", series(s.T, func(i int) float64 { return float64(s.AliveRegular[i]) }), lineStyle(colBlue, 1.5)); err != nil {
+	if err := addLine(p, "regular", series(s.T, func(i int) float64 { return float64(s.AliveRegular[i]) }), figure.Style(colBlue, 1.5)); err != nil {
 		return nil, err
 	}
 	if len(s.AutoServing) > 0 {
 		// The auto-roles scenario: the promoted tier, and all together.
-		if err := addLine(p, "auto (promoted)", series(s.T, func(i int) float64 { return float64(s.AutoServing[i]) }), lineStyle(colGreen, 1.5)); err != nil {
+		if err := addLine(p, "auto (promoted)", series(s.T, func(i int) float64 { return float64(s.AutoServing[i]) }), figure.Style(colGreen, 1.5)); err != nil {
 			return nil, err
 		}
-		if err := addLine(p, "regular + auto", series(s.T, func(i int) float64 { return float64(s.AliveRegular[i] + s.AutoServing[i]) }), lineStyle(colGrey, 1.2)); err != nil {
+		if err := addLine(p, "regular + auto", series(s.T, func(i int) float64 { return float64(s.AliveRegular[i] + s.AutoServing[i]) }), figure.Style(colGrey, 1.2)); err != nil {
 			return nil, err
 		}
 	}
 	if r.Config.Megas > 0 {
-		if err := addLine(p, "megas", series(s.T, func(i int) float64 { return float64(s.AliveMegas[i]) }), lineStyle(colOrange, 1.5)); err != nil {
+		if err := addLine(p, "megas", series(s.T, func(i int) float64 { return float64(s.AliveMegas[i]) }), figure.Style(colOrange, 1.5)); err != nil {
 			return nil, err
 		}
 	}
@@ -213,13 +184,13 @@ func plotLoadBands(r *Report) (*plot.Plot, error) {
 		p.Add(poly)
 		p.Legend.Add("min–max", poly)
 	}
-	if err := addLine(p, "90th percentile", series(s.T, func(i int) float64 { return s.LoadP90[i] }), lineStyle(colOrange, 1.2)); err != nil {
+	if err := addLine(p, "90th percentile", series(s.T, func(i int) float64 { return s.LoadP90[i] }), figure.Style(colOrange, 1.2)); err != nil {
 		return nil, err
 	}
-	if err := addLine(p, "median", series(s.T, func(i int) float64 { return s.LoadP50[i] }), lineStyle(colBlue, 1.5)); err != nil {
+	if err := addLine(p, "median", series(s.T, func(i int) float64 { return s.LoadP50[i] }), figure.Style(colBlue, 1.5)); err != nil {
 		return nil, err
 	}
-	if err := addLine(p, "capacity", plotter.XYs{{X: 0, Y: 1}, {X: r.Config.Duration.Seconds(), Y: 1}}, lineStyle(color.Black, 1, 6, 3)); err != nil {
+	if err := addLine(p, "capacity", plotter.XYs{{X: 0, Y: 1}, {X: r.Config.Duration.Seconds(), Y: 1}}, figure.Style(color.Black, 1, 6, 3)); err != nil {
 		return nil, err
 	}
 	return p, markCrash(p, r, ymax)
@@ -235,7 +206,7 @@ func plotAttempts(r *Report) (*plot.Plot, error) {
 		ymax = max(ymax, float64(v)*1.05)
 	}
 	p.Y.Min, p.Y.Max = 0, ymax
-	if err := addLine(p, "attempts", xys, lineStyle(colGreen, 1)); err != nil {
+	if err := addLine(p, "attempts", xys, figure.Style(colGreen, 1)); err != nil {
 		return nil, err
 	}
 	return p, markCrash(p, r, ymax)
@@ -254,12 +225,12 @@ func plotMegas(r *Report) (*plot.Plot, error) {
 		ymax = max(ymax, float64(v)*1.05)
 	}
 	p.Y.Min, p.Y.Max = 0, ymax
-	if err := addLine(p, "clients on the megas", series(s.T, func(i int) float64 { return float64(s.MegaLoad[i]) }), lineStyle(colOrange, 1.5)); err != nil {
+	if err := addLine(p, "clients on the megas", series(s.T, func(i int) float64 { return float64(s.MegaLoad[i]) }), figure.Style(colOrange, 1.5)); err != nil {
 		return nil, err
 	}
 	if total > 0 {
 		name := fmt.Sprintf("capacity (%d × %d)", c.Megas, c.MegaCapacity)
-		if err := addLine(p, name, plotter.XYs{{X: 0, Y: total}, {X: c.Duration.Seconds(), Y: total}}, lineStyle(color.Black, 1, 6, 3)); err != nil {
+		if err := addLine(p, name, plotter.XYs{{X: 0, Y: total}, {X: c.Duration.Seconds(), Y: total}}, figure.Style(color.Black, 1, 6, 3)); err != nil {
 			return nil, err
 		}
 	}

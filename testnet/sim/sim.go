@@ -15,6 +15,8 @@ import (
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode/capacity"
+	"github.com/overlayd/overlayd/testnet/synthid"
+	"github.com/overlayd/overlayd/testnet/vtime"
 )
 
 // epoch is virtual time 0. It is a fixed date, so the report never holds
@@ -39,7 +41,7 @@ const (
 )
 
 // simClient is one ordinary node. It is kept small: a million of them
-// must fit. Its peer ID is made when needed (makeID), not stored.
+// must fit. Its peer ID is made when needed (synthid.ID), not stored.
 type simClient struct {
 	sn    int32 // attached supernode, -1 for none
 	pos   int32 // index in the supernode's clients
@@ -96,7 +98,7 @@ type Sim struct {
 	p   Params
 	src *rand.PCG // rng's source, kept so tests can replay a draw
 	rng *rand.Rand
-	q   queue
+	q   vtime.Queue[event]
 	now int64
 
 	clients []simClient
@@ -184,7 +186,7 @@ func New(cfg Config) (*Sim, error) {
 	}
 	for i := range s.sns {
 		sn := &s.sns[i]
-		sn.id = makeID(cfg.Seed, kindSupernode, uint64(i))
+		sn.id = synthid.ID(cfg.Seed, synthid.Supernode, uint64(i))
 		sn.alive, sn.capacity, sn.cores, sn.overSince = true, cfg.Capacity, s.p.Cores, -1
 		if i >= cfg.Supernodes {
 			sn.capacity = cfg.MegaBefore
@@ -270,14 +272,14 @@ func (s *Sim) verify(a protocol.Announcement, now time.Time) (protocol.MegaCert,
 	return protocol.MegaCert{Subject: a.ID, Capacity: a.Capacity, NotAfter: now.Add(24 * time.Hour), Serial: uint64(s.byID[a.ID]) + 1}, nil
 }
 
-func (s *Sim) clientID(i int32) peer.ID { return makeID(s.cfg.Seed, kindClient, uint64(i)) }
+func (s *Sim) clientID(i int32) peer.ID { return synthid.ID(s.cfg.Seed, synthid.Client, uint64(i)) }
 
 func (s *Sim) time() time.Time { return epoch.Add(time.Duration(s.now)) }
 
 // at schedules e after d.
 func (s *Sim) at(d time.Duration, e event) {
 	e.at = s.now + int64(max(d, 0))
-	s.q.push(e)
+	s.q.Push(e.at, e)
 }
 
 func (s *Sim) randDur(d time.Duration) time.Duration {
@@ -314,16 +316,30 @@ func (s *Sim) Run() *Report {
 	return s.rec.report(s)
 }
 
+// TimeToFraction runs cfg and returns the seconds from the crash until
+// fraction of the clients were attached (nil: never within the run). It
+// is the one figure the capacity planner (testnet/planner) asks of a
+// run: the recorder notes the moment as it happens.
+func TimeToFraction(cfg Config, fraction float64) (*float64, error) {
+	s, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.rec.watch = max(1, int(math.Ceil(fraction*float64(cfg.Clients)-1e-9)))
+	s.Run()
+	return s.rec.tWatch, nil
+}
+
 // RunUntil processes the events up to t (at most the configured
 // duration) and returns.
 func (s *Sim) RunUntil(t time.Duration) {
 	end := int64(min(t, s.cfg.Duration))
 	const progressEvery = 1 << 18
-	for s.q.len() > 0 {
-		if s.q.h[0].at > end {
+	for s.q.Len() > 0 {
+		if s.q.NextAt() > end {
 			break
 		}
-		e := s.q.pop()
+		_, e := s.q.Pop()
 		s.now = e.at
 		s.events++
 		s.handle(e)

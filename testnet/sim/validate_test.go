@@ -20,6 +20,7 @@ import (
 	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/testnet"
+	"github.com/overlayd/overlayd/testnet/figure"
 )
 
 // validation is one run's figures, real or simulated, counted from the
@@ -538,18 +539,18 @@ func writeValidation(dir string, reals []validation, loads []string, sims, silen
 		if k == 0 {
 			name = fmt.Sprintf("real testnet (%d runs)", len(reals))
 		}
-		if err := addLine(p, name, perSecond(func(i int) float64 { return v.PerSecond[i] }), lineStyle(colBlue, 1.2)); err != nil {
+		if err := addLine(p, name, perSecond(func(i int) float64 { return v.PerSecond[i] }), figure.Style(colBlue, 1.2)); err != nil {
 			return "", err
 		}
 	}
-	if err := addLine(p, fmt.Sprintf("simulator, one process (median of %d seeds)", len(sims)), perSecond(med(sims)), lineStyle(colOrange, 1.8, 5, 2)); err != nil {
+	if err := addLine(p, fmt.Sprintf("simulator, one process (median of %d seeds)", len(sims)), perSecond(med(sims)), figure.Style(colOrange, 1.8, 5, 2)); err != nil {
 		return "", err
 	}
-	if err := addLine(p, "simulator, a core per supernode", perSecond(med(silent)), lineStyle(colGreen, 1.2, 2, 2)); err != nil {
+	if err := addLine(p, "simulator, a core per supernode", perSecond(med(silent)), figure.Style(colGreen, 1.2, 2, 2)); err != nil {
 		return "", err
 	}
 	p.X.Min, p.X.Max = 0, 20
-	if err := savePNG(p, filepath.Join(dir, "validate-attempts.png")); err != nil {
+	if err := figure.SavePNG(filepath.Join(dir, "validate-attempts.png"), p); err != nil {
 		return "", err
 	}
 	return md, nil

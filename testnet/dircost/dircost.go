@@ -1,4 +1,4 @@
-package sim
+package dircost
 
 import (
 	"encoding/binary"
@@ -22,23 +22,12 @@ import (
 	"github.com/overlayd/overlayd/overlay/view"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
+	"github.com/overlayd/overlayd/testnet/synthid"
+	"github.com/overlayd/overlayd/testnet/vtime"
 )
 
-// The directory-cost model (DirectoryCost) answers issue 21's point 5:
-// what the directory costs each ordinary node and each supernode, in bytes
-// received a second and signature checks a second, under today's design
-// (every node on the announcement topic) and the view design (the topic
-// among supernodes only, ordinary nodes on partial views, overlay/view).
-//
-// Its parts, each from one seed: the announcement stream (announceRate,
-// events on the daemon's schedule); one announcement's gossip through the
-// tier (meanCopies, events: GossipSub's forwarding over the design's
-// mesh); the IHAVE gossip (ihaveBps, computed); and the view clients
-// (viewClients, events: view.Build over a real directory of real signed
-// messages, sized by proto.Size). Framing is stated at frameOverhead.
-
-// DirCostParams are the directory-cost model's inputs.
-type DirCostParams struct {
+// Params are the directory-cost model's inputs.
+type Params struct {
 	// Seed fixes every random draw: the same params give the same rows.
 	Seed uint64
 	// Base is the configured announce interval (the daemon's default:
@@ -80,10 +69,10 @@ type DirCostParams struct {
 	Heartbeat time.Duration
 }
 
-// DefaultDirCostParams returns the params the figures in
-// /work/notes/dircost.md were made with.
-func DefaultDirCostParams() DirCostParams {
-	return DirCostParams{
+// DefaultParams returns the params the figures in docs/bench-log/directory.md
+// ("At scale, from the simulator") were made with.
+func DefaultParams() Params {
+	return Params{
 		Seed:                1,
 		Base:                10 * time.Second,
 		Intervals:           3,
@@ -102,22 +91,22 @@ func DefaultDirCostParams() DirCostParams {
 }
 
 // Validate reports the first param out of range.
-func (p DirCostParams) Validate() error {
+func (p Params) Validate() error {
 	switch {
 	case p.Base < protocol.MinAnnounceInterval || p.Base > protocol.MaxAnnounceInterval:
-		return fmt.Errorf("sim: dircost: Base %v outside [%v, %v]", p.Base, protocol.MinAnnounceInterval, protocol.MaxAnnounceInterval)
+		return fmt.Errorf("dircost: Base %v outside [%v, %v]", p.Base, protocol.MinAnnounceInterval, protocol.MaxAnnounceInterval)
 	case p.Intervals < 1 || p.Origins < 1 || p.Clients < 1:
-		return fmt.Errorf("sim: dircost: Intervals, Origins and Clients must be >= 1")
+		return fmt.Errorf("dircost: Intervals, Origins and Clients must be >= 1")
 	case p.Degree < 2 || p.Degree%2 != 0:
-		return fmt.Errorf("sim: dircost: Degree must be even and >= 2, got %d", p.Degree)
+		return fmt.Errorf("dircost: Degree must be even and >= 2, got %d", p.Degree)
 	case p.LatencyMin <= 0 || p.LatencyMax < p.LatencyMin:
-		return fmt.Errorf("sim: dircost: need 0 < LatencyMin <= LatencyMax")
+		return fmt.Errorf("dircost: need 0 < LatencyMin <= LatencyMax")
 	case p.Heartbeat <= 0:
-		return fmt.Errorf("sim: dircost: Heartbeat must be > 0")
+		return fmt.Errorf("dircost: Heartbeat must be > 0")
 	case p.ClientsPerSupernode < 0 || p.Megas < 0 || p.CrossCheckDelay < 0 || p.VerifyCost < 0:
-		return fmt.Errorf("sim: dircost: ClientsPerSupernode, Megas, CrossCheckDelay and VerifyCost must be >= 0")
+		return fmt.Errorf("dircost: ClientsPerSupernode, Megas, CrossCheckDelay and VerifyCost must be >= 0")
 	case p.MaxDirectory < p.Megas+view.Neighbours+view.Spares:
-		return fmt.Errorf("sim: dircost: MaxDirectory must hold the megas and a full view")
+		return fmt.Errorf("dircost: MaxDirectory must hold the megas and a full view")
 	}
 	return nil
 }
@@ -128,11 +117,11 @@ const (
 	DesignView  = "view"  // the topic among supernodes, views for the rest
 )
 
-// DirCostRow is the directory's cost at one tier size under one design.
+// Row is the directory's cost at one tier size under one design.
 // Rates are per second of virtual time, received (not sent); checks are
 // Ed25519 verifications (a mega's announcement: two, message and
 // certificate).
-type DirCostRow struct {
+type Row struct {
 	Supernodes int
 	Design     string
 	// Interval is the announce interval every supernode uses.
@@ -156,9 +145,9 @@ type DirCostRow struct {
 	OrdinarySentBps             float64
 }
 
-// DirectoryCost runs the model at each tier size (announcers, megas
+// Compute runs the model at each tier size (announcers, megas
 // included) and returns a today row and a view row per size, in order.
-func DirectoryCost(sizes []int, p DirCostParams) ([]DirCostRow, error) {
+func Compute(sizes []int, p Params) ([]Row, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
@@ -166,10 +155,10 @@ func DirectoryCost(sizes []int, p DirCostParams) ([]DirCostRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	var rows []DirCostRow
+	var rows []Row
 	for _, s := range sizes {
 		if s < p.Megas+view.Neighbours+view.Spares {
-			return nil, fmt.Errorf("sim: dircost: %d supernodes cannot fill a view", s)
+			return nil, fmt.Errorf("dircost: %d supernodes cannot fill a view", s)
 		}
 		rng := rand.New(rand.NewPCG(p.Seed, uint64(s)))
 		today := costToday(s, p, w, rng)
@@ -187,11 +176,11 @@ func DirectoryCost(sizes []int, p DirCostParams) ([]DirCostRow, error) {
 // announcement once and checks it; a supernode, connected to every other
 // (meshLoop), receives the origin's flood-published copy and one from
 // each mesh peer (todayMesh) that forwards it.
-func costToday(s int, p DirCostParams, w wire, rng *rand.Rand) DirCostRow {
+func costToday(s int, p Params, w wire, rng *rand.Rand) Row {
 	rate := announceRate(s, p.Base, p, rng)
 	g := todayMesh(s, p.Degree, rng)
 	copies := meanCopies(g, true, p, rng)
-	row := DirCostRow{Supernodes: s, Design: DesignToday, Interval: p.Base, Copies: copies}
+	row := Row{Supernodes: s, Design: DesignToday, Interval: p.Base, Copies: copies}
 	row.OrdinaryChecks = rate * checksPerAnnouncement(s, p.Megas)
 	row.OrdinaryBps = rate * w.meanRPC(s, p.Megas)
 	row.SupernodeChecks = row.OrdinaryChecks * float64(s-1) / float64(s)
@@ -204,15 +193,15 @@ func costToday(s int, p DirCostParams, w wire, rng *rand.Rand) DirCostRow {
 // costView is the view design at s supernodes: they announce every
 // protocol.AnnounceInterval(Base, s) through a bounded mesh of degree
 // Degree (boundedMesh); ordinary nodes refresh their views (viewClients).
-func costView(s int, p DirCostParams, w wire, rng *rand.Rand) (DirCostRow, error) {
+func costView(s int, p Params, w wire, rng *rand.Rand) (Row, error) {
 	iv := protocol.AnnounceInterval(p.Base, s)
 	rate := announceRate(s, iv, p, rng)
 	copies := meanCopies(boundedMesh(s, p.Degree, rng), false, p, rng)
 	vc, err := viewClients(min(s, p.MaxDirectory), iv, p, w, rng)
 	if err != nil {
-		return DirCostRow{}, err
+		return Row{}, err
 	}
-	row := DirCostRow{Supernodes: s, Design: DesignView, Interval: iv, Copies: copies}
+	row := Row{Supernodes: s, Design: DesignView, Interval: iv, Copies: copies}
 	row.OrdinaryBps, row.OrdinaryChecks = vc.recvBps, vc.checks
 	row.RefreshBytes, row.RefreshChecks = vc.refreshBytes, vc.refreshChecks
 	row.OrdinarySentBps = vc.sentBps
@@ -231,7 +220,7 @@ func checksPerAnnouncement(s, megas int) float64 {
 }
 
 // withCPU sets the CPU shares from the checks.
-func (r DirCostRow) withCPU(p DirCostParams) DirCostRow {
+func (r Row) withCPU(p Params) Row {
 	r.OrdinaryCPU = r.OrdinaryChecks * p.VerifyCost.Seconds()
 	r.SupernodeCPU = r.SupernodeChecks * p.VerifyCost.Seconds()
 	return r
@@ -240,15 +229,15 @@ func (r DirCostRow) withCPU(p DirCostParams) DirCostRow {
 // announceRate is how many announcements a second s announcers on
 // interval iv make, counted from their schedules over p.Intervals
 // intervals after two of warm-up.
-func announceRate(s int, iv time.Duration, p DirCostParams, rng *rand.Rand) float64 {
+func announceRate(s int, iv time.Duration, p Params, rng *rand.Rand) float64 {
 	from, to := 2*int64(iv), int64(2+p.Intervals)*int64(iv)
-	var q queue
+	var q vtime.Queue[event]
 	for i := range s {
-		q.push(event{at: 0, k: evAnnounce, a: int32(i)})
+		schedule(&q, event{at: 0, k: evAnnounce, a: int32(i)})
 	}
 	var n int
-	for q.len() > 0 {
-		e := q.pop()
+	for q.Len() > 0 {
+		_, e := q.Pop()
 		if e.at >= to {
 			break
 		}
@@ -257,7 +246,7 @@ func announceRate(s int, iv time.Duration, p DirCostParams, rng *rand.Rand) floa
 		}
 		e.at += int64(nextAnnounce(iv, e.gen == 0, rng))
 		e.gen = 1
-		q.push(e)
+		schedule(&q, e)
 	}
 	return float64(n) / time.Duration(to-from).Seconds()
 }
@@ -324,7 +313,7 @@ func newWire(base time.Duration) (wire, error) {
 		if err != nil {
 			return wire{}, err
 		}
-		m, err := k.message(epoch, base)
+		m, err := k.message(epoch(), base)
 		if err != nil {
 			return wire{}, err
 		}
@@ -381,8 +370,8 @@ func newSigner(seed uint64, i int, operator crypto.PrivKey) (signer, error) {
 	}
 	s := signer{key: key, id: id, ip: [4]byte{byte(20 + i>>16), byte(i >> 8), byte(i), 1}}
 	if operator != nil {
-		c := protocol.MegaCert{Subject: id, Capacity: 10000, NotBefore: epoch.Add(-24 * time.Hour),
-			NotAfter: epoch.Add(365 * 24 * time.Hour), Serial: uint64(i + 1)}
+		c := protocol.MegaCert{Subject: id, Capacity: 10000, NotBefore: epoch().Add(-24 * time.Hour),
+			NotAfter: epoch().Add(365 * 24 * time.Hour), Serial: uint64(i + 1)}
 		if s.cert, err = protocol.SealMegaCert(c, operator); err != nil {
 			return signer{}, err
 		}
@@ -469,8 +458,8 @@ func meanDegree(g [][]int32) float64 {
 	return float64(n) / float64(len(g))
 }
 
-// DirCostMarkdown renders rows as a Markdown table.
-func DirCostMarkdown(rows []DirCostRow) string {
+// Markdown renders rows as a Markdown table.
+func Markdown(rows []Row) string {
 	var b strings.Builder
 	b.WriteString("| supernodes | design | announce interval | per ordinary node B/s | checks/s | CPU | per supernode B/s | announcements | IHAVE | view requests | checks/s | CPU | copies/announcement |\n")
 	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
@@ -482,9 +471,9 @@ func DirCostMarkdown(rows []DirCostRow) string {
 	return b.String()
 }
 
-// DirCostRefreshMarkdown renders the view rows' per-refresh figures: what
+// RefreshMarkdown renders the view rows' per-refresh figures: what
 // one refresh and its cross-check cost an ordinary node.
-func DirCostRefreshMarkdown(rows []DirCostRow) string {
+func RefreshMarkdown(rows []Row) string {
 	var b strings.Builder
 	b.WriteString("| supernodes | refresh interval | bytes received per refresh | checks per refresh | ordinary node sends B/s |\n")
 	b.WriteString("|---:|---:|---:|---:|---:|\n")
@@ -553,7 +542,7 @@ func link(g [][]int32, u, v int32) {
 // meanCopies is how many copies of one announcement a supernode other
 // than its origin receives on average, over p.Origins random origins'
 // announcements gossiped on mesh g (flood).
-func meanCopies(g [][]int32, connectedToAll bool, p DirCostParams, rng *rand.Rand) float64 {
+func meanCopies(g [][]int32, connectedToAll bool, p Params, rng *rand.Rand) float64 {
 	seen := make([]bool, len(g))
 	var total float64
 	for range p.Origins {
@@ -574,23 +563,23 @@ func meanCopies(g [][]int32, connectedToAll bool, p DirCostParams, rng *rand.Ran
 // latency is fixed (linkLatency); the origin's sends are not serialised
 // on its uplink, and gossip (IHAVE/IWANT) is not modelled: with every
 // copy delivered at once it carries no message, only message IDs.
-func flood(g [][]int32, o int32, connectedToAll bool, seen []bool, p DirCostParams) int {
-	var q queue
+func flood(g [][]int32, o int32, connectedToAll bool, seen []bool, p Params) int {
+	var q vtime.Queue[event]
 	seen[o] = true
 	if connectedToAll {
 		for v := range int32(len(g)) {
 			if v != o {
-				q.push(event{at: linkLatency(o, v, p), a: v, b: o})
+				schedule(&q, event{at: linkLatency(o, v, p), a: v, b: o})
 			}
 		}
 	} else {
 		for _, v := range g[o] {
-			q.push(event{at: linkLatency(o, v, p), a: v, b: o})
+			schedule(&q, event{at: linkLatency(o, v, p), a: v, b: o})
 		}
 	}
 	copies := 0
-	for q.len() > 0 {
-		e := q.pop()
+	for q.Len() > 0 {
+		_, e := q.Pop()
 		copies++
 		if seen[e.a] {
 			continue
@@ -598,7 +587,7 @@ func flood(g [][]int32, o int32, connectedToAll bool, seen []bool, p DirCostPara
 		seen[e.a] = true
 		for _, w := range g[e.a] {
 			if w != e.b && w != o {
-				q.push(event{at: e.at + linkLatency(e.a, w, p), a: w, b: e.a})
+				schedule(&q, event{at: e.at + linkLatency(e.a, w, p), a: w, b: e.a})
 			}
 		}
 	}
@@ -608,19 +597,12 @@ func flood(g [][]int32, o int32, connectedToAll bool, seen []bool, p DirCostPara
 // linkLatency is the one-way latency of link u-v in nanoseconds, uniform
 // in [LatencyMin, LatencyMax], the same both ways and drawn from the seed
 // (not stored: 100,000 supernodes have millions of links).
-func linkLatency(u, v int32, p DirCostParams) int64 {
+func linkLatency(u, v int32, p Params) int64 {
 	lo, hi := min(u, v), max(u, v)
-	x := splitmix(p.Seed ^ uint64(lo)<<32 ^ uint64(hi))
+	x := synthid.Mix(p.Seed ^ uint64(lo)<<32 ^ uint64(hi))
 	span := uint64(p.LatencyMax-p.LatencyMin) + 1
 	return int64(p.LatencyMin) + int64(x%span)
 }
-
-// Event kinds of the view clients (viewClients); announcements are
-// evAnnounce. No Sim handles these.
-const (
-	evViewRefresh kind = 200 + iota // a client refreshes its view
-	evViewCheck                     // a client's cross-check is answered
-)
 
 // viewDir is the directory every supernode serves views from, built from
 // real signed announcements. The model's directory does not change: an
@@ -637,7 +619,7 @@ type viewDir struct {
 // newViewDir builds the directory of n announcers on interval iv, the
 // first p.Megas of them megas with certificates of one operator, and its
 // ring (cluster.Members under the default policy, ring.New), at epoch.
-func newViewDir(n int, iv time.Duration, p DirCostParams) (*viewDir, error) {
+func newViewDir(n int, iv time.Duration, p Params) (*viewDir, error) {
 	op, err := newSigner(p.Seed^0x6f70, -1, nil)
 	if err != nil {
 		return nil, err
@@ -665,9 +647,9 @@ func newViewDir(n int, iv time.Duration, p DirCostParams) (*viewDir, error) {
 		d.idx[e.ID] = int32(i)
 		d.mega[i] = e.Role == protocol.RoleMega
 	}
-	ms := cluster.Members(d.snap, epoch, cluster.DefaultPolicy(iv, false))
+	ms := cluster.Members(d.snap, epoch(), cluster.DefaultPolicy(iv, false))
 	if d.ring, err = ring.New(ms); err != nil {
-		return nil, fmt.Errorf("sim: dircost: ring of %d: %w", len(ms), err)
+		return nil, fmt.Errorf("dircost: ring of %d: %w", len(ms), err)
 	}
 	return d, nil
 }
@@ -678,7 +660,7 @@ func addSigned(dir *directory.Directory, seed uint64, i int, operator crypto.Pri
 	if err != nil {
 		return err
 	}
-	m, err := s.message(epoch, iv)
+	m, err := s.message(epoch(), iv)
 	if err != nil {
 		return err
 	}
@@ -686,8 +668,8 @@ func addSigned(dir *directory.Directory, seed uint64, i int, operator crypto.Pri
 	if err != nil {
 		return err
 	}
-	if _, err := dir.Receive(s.id, m.Data, signed, epoch); err != nil {
-		return fmt.Errorf("sim: dircost: announcer %d: %w", i, err)
+	if _, err := dir.Receive(s.id, m.Data, signed, epoch()); err != nil {
+		return fmt.Errorf("dircost: announcer %d: %w", i, err)
 	}
 	return nil
 }
@@ -718,24 +700,24 @@ type viewCost struct {
 // with its have list). Every supernode holds the same directory (gossip
 // delay is not modelled), so which supernodes serve does not matter.
 // Measured over p.Intervals intervals after two of warm-up.
-func viewClients(n int, iv time.Duration, p DirCostParams, w wire, rng *rand.Rand) (viewCost, error) {
+func viewClients(n int, iv time.Duration, p Params, w wire, rng *rand.Rand) (viewCost, error) {
 	d, err := newViewDir(n, iv, p)
 	if err != nil {
 		return viewCost{}, err
 	}
 	cs := make([]viewClient, p.Clients)
-	var q queue
+	var q vtime.Queue[event]
 	for i := range n {
-		q.push(event{at: 0, k: evAnnounce, a: int32(i)})
+		schedule(&q, event{at: 0, k: evAnnounce, a: int32(i)})
 	}
 	for i := range cs {
-		cs[i].key = []byte(makeID(p.Seed, kindClient, uint64(i)))
-		q.push(event{at: int64(nextAnnounce(iv, true, rng)), k: evViewRefresh, a: int32(i)})
+		cs[i].key = []byte(synthid.ID(p.Seed, synthid.Client, uint64(i)))
+		schedule(&q, event{at: int64(nextAnnounce(iv, true, rng)), k: evViewRefresh, a: int32(i)})
 	}
 	from, to := 2*int64(iv), int64(2+p.Intervals)*int64(iv)
 	var recv, sent, checks, refreshes float64
-	for q.len() > 0 {
-		e := q.pop()
+	for q.Len() > 0 {
+		_, e := q.Pop()
 		if e.at >= to {
 			break
 		}
@@ -744,11 +726,11 @@ func viewClients(n int, iv time.Duration, p DirCostParams, w wire, rng *rand.Ran
 			d.cur[e.a]++
 			e.at += int64(nextAnnounce(iv, e.gen == 0, rng))
 			e.gen = 1
-			q.push(e)
+			schedule(&q, e)
 			continue
 		case evViewRefresh:
-			q.push(event{at: e.at + int64(p.CrossCheckDelay), k: evViewCheck, a: e.a})
-			q.push(event{at: e.at + int64(nextAnnounce(iv, false, rng)), k: evViewRefresh, a: e.a})
+			schedule(&q, event{at: e.at + int64(p.CrossCheckDelay), k: evViewCheck, a: e.a})
+			schedule(&q, event{at: e.at + int64(nextAnnounce(iv, false, rng)), k: evViewRefresh, a: e.a})
 		}
 		in, out, c := d.exchange(&cs[e.a], e.k == evViewCheck, w, rng)
 		if e.at >= from {

@@ -1,4 +1,4 @@
-package sim
+package dircost
 
 import (
 	"bytes"
@@ -23,19 +23,20 @@ import (
 
 	"github.com/overlayd/overlayd/overlay/view"
 	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/testnet/synthid"
 )
 
 // quickDirCost are params that run in a second or two: fewer clients and
 // origins, a smaller directory.
-func quickDirCost() DirCostParams {
-	p := DefaultDirCostParams()
+func quickDirCost() Params {
+	p := DefaultParams()
 	p.Clients, p.Origins, p.MaxDirectory = 100, 2, 1000
 	return p
 }
 
-func mustDirCost(t testing.TB, sizes []int, p DirCostParams) []DirCostRow {
+func mustDirCost(t testing.TB, sizes []int, p Params) []Row {
 	t.Helper()
-	rows, err := DirectoryCost(sizes, p)
+	rows, err := Compute(sizes, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func mustDirCost(t testing.TB, sizes []int, p DirCostParams) []DirCostRow {
 }
 
 // row returns the row of rows for s supernodes and design.
-func row(t testing.TB, rows []DirCostRow, s int, design string) DirCostRow {
+func row(t testing.TB, rows []Row, s int, design string) Row {
 	t.Helper()
 	for _, r := range rows {
 		if r.Supernodes == s && r.Design == design {
@@ -51,7 +52,7 @@ func row(t testing.TB, rows []DirCostRow, s int, design string) DirCostRow {
 		}
 	}
 	t.Fatalf("no row for %d supernodes, design %s", s, design)
-	return DirCostRow{}
+	return Row{}
 }
 
 func TestDirCostDeterministic(t *testing.T) {
@@ -60,7 +61,7 @@ func TestDirCostDeterministic(t *testing.T) {
 	a := mustDirCost(t, []int{100, 300}, p)
 	b := mustDirCost(t, []int{100, 300}, p)
 	if !reflect.DeepEqual(a, b) {
-		t.Fatalf("same seed, different rows:\n%s\n%s", DirCostMarkdown(a), DirCostMarkdown(b))
+		t.Fatalf("same seed, different rows:\n%s\n%s", Markdown(a), Markdown(b))
 	}
 	p.Seed++
 	if c := mustDirCost(t, []int{100, 300}, p); reflect.DeepEqual(a, c) {
@@ -89,7 +90,7 @@ func TestDirCostSigned(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := s.message(epoch, 10*time.Second)
+			m, err := s.message(epoch(), 10*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +137,7 @@ func TestDirCostViewSize(t *testing.T) {
 	var total, short int
 	const clients = 200
 	for i := range clients {
-		c := &viewClient{key: []byte(makeID(p.Seed, kindClient, uint64(i)))}
+		c := &viewClient{key: []byte(synthid.ID(p.Seed, synthid.Client, uint64(i)))}
 		_, _, checks := d.exchange(c, false, w, rng)
 		// A spare drawn among the neighbours is one entry less.
 		if got := len(c.held); got > want || got < want-view.Spares {
@@ -177,7 +178,7 @@ func TestDirCostScaling(t *testing.T) {
 	}
 	// Today's design only where the test compares it: at 100,000 its
 	// flood alone is 1.6 million events.
-	var rows []DirCostRow
+	var rows []Row
 	for _, s := range sizes {
 		rng := rand.New(rand.NewPCG(p.Seed, uint64(s)))
 		if s == 1000 || s == 10000 {
@@ -189,7 +190,7 @@ func TestDirCostScaling(t *testing.T) {
 		}
 		rows = append(rows, r)
 	}
-	t.Logf("\n%s", DirCostMarkdown(rows))
+	t.Logf("\n%s", Markdown(rows))
 	big := row(t, rows, 100000, DesignView)
 	if big.OrdinaryBps > 1000 || big.OrdinaryChecks > 10 {
 		t.Errorf("view design at 100,000: %.0f B/s and %.2f checks/s per ordinary node, want ≤ 1,000 and ≤ 10", big.OrdinaryBps, big.OrdinaryChecks)
@@ -212,15 +213,15 @@ func TestDirCostScaling(t *testing.T) {
 
 func within(x, want, frac float64) bool { return math.Abs(x-want) <= frac*math.Abs(want) }
 
-// TestDirCostTable prints the figures of /work/notes/dircost.md (about
+// TestDirCostTable prints the figures of docs/bench-log/directory.md (about
 // 40 s; OVERLAYD_SIM_DIRCOST_SEED sets another seed):
 //
-//	OVERLAYD_SIM_DIRCOST=1 go test ./testnet/sim -run TestDirCostTable -v -count=1 -timeout 10m
+//	OVERLAYD_SIM_DIRCOST=1 go test ./testnet/dircost -run TestDirCostTable -v -count=1 -timeout 10m
 func TestDirCostTable(t *testing.T) {
 	if os.Getenv("OVERLAYD_SIM_DIRCOST") == "" {
 		t.Skip("set OVERLAYD_SIM_DIRCOST=1")
 	}
-	p := DefaultDirCostParams()
+	p := DefaultParams()
 	if s := os.Getenv("OVERLAYD_SIM_DIRCOST_SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
@@ -235,7 +236,7 @@ func TestDirCostTable(t *testing.T) {
 	t.Logf("wire: announcement RPC %d B (a mega's %d B), view stream framing %d B each way", w.rpc, w.rpcMega, w.streamIn)
 	t0 := time.Now()
 	rows := mustDirCost(t, []int{100, 1000, 10000, 100000}, p)
-	t.Logf("seed %d, wall %v\n%s\n%s", p.Seed, time.Since(t0).Round(time.Millisecond), DirCostMarkdown(rows), DirCostRefreshMarkdown(rows))
+	t.Logf("seed %d, wall %v\n%s\n%s", p.Seed, time.Since(t0).Round(time.Millisecond), Markdown(rows), RefreshMarkdown(rows))
 }
 
 // BenchmarkDirCostViewBuild is what serving one view costs a supernode
@@ -243,7 +244,7 @@ func TestDirCostTable(t *testing.T) {
 // the directory sizes the model serves from: Build reads the whole
 // directory and ring on every request.
 //
-//	go test ./testnet/sim -run '^$' -bench DirCostViewBuild -benchtime 200x
+//	go test ./testnet/dircost -run '^$' -bench DirCostViewBuild -benchtime 200x
 //
 // Under -short, the 1,000-entry directory only.
 func BenchmarkDirCostViewBuild(b *testing.B) {
@@ -252,7 +253,7 @@ func BenchmarkDirCostViewBuild(b *testing.B) {
 		sizes = sizes[:1]
 	}
 	for _, n := range sizes {
-		p := DefaultDirCostParams()
+		p := DefaultParams()
 		d, err := newViewDir(n, 10*time.Second, p)
 		if err != nil {
 			b.Fatal(err)
@@ -260,7 +261,7 @@ func BenchmarkDirCostViewBuild(b *testing.B) {
 		for _, check := range []bool{false, true} {
 			b.Run(fmt.Sprintf("directory=%d/neighbours_only=%v", n, check), func(b *testing.B) {
 				rng := rand.New(rand.NewPCG(1, 1))
-				keys := [][]byte{[]byte(makeID(p.Seed, kindClient, 1))}
+				keys := [][]byte{[]byte(synthid.ID(p.Seed, synthid.Client, 1))}
 				b.ReportAllocs()
 				for b.Loop() {
 					view.Build(d.ring, d.snap, keys, nil, check, rng)
@@ -351,7 +352,7 @@ func (*gossipCounter) UndeliverableMessage(*pubsub.Message)                 {}
 // ~98% of copies from origins arrived and the mesh was 15–17; the gap is
 // not explained).
 //
-//	OVERLAYD_SIM_DIRCOST_GOSSIP=1 go test ./testnet/sim -run TestDirCostGossipSub -v -count=1
+//	OVERLAYD_SIM_DIRCOST_GOSSIP=1 go test ./testnet/dircost -run TestDirCostGossipSub -v -count=1
 func TestDirCostGossipSub(t *testing.T) {
 	if os.Getenv("OVERLAYD_SIM_DIRCOST_GOSSIP") == "" {
 		t.Skip("set OVERLAYD_SIM_DIRCOST_GOSSIP=1 (15 s of real time)")
@@ -454,7 +455,7 @@ func TestDirCostGossipSub(t *testing.T) {
 	rate := pub / measure.Seconds()
 	idsPerSec := ids / n / measure.Seconds()
 
-	p := DefaultDirCostParams()
+	p := DefaultParams()
 	rng := rand.New(rand.NewPCG(1, 1))
 	g := todayMesh(n, p.Degree, rng)
 	modelCopies := meanCopies(g, true, p, rng)

@@ -1,23 +1,25 @@
-package sim
+package planner
 
 import (
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/overlayd/overlayd/testnet/sim"
 )
 
-func smallPlanInput() PlanInput {
-	return PlanInput{Clients: 1000, Supernodes: 10, Capacity: 112, Loss: 0.3, Fraction: 0.99, Within: 20 * time.Second,
+func smallPlanInput() Input {
+	return Input{Clients: 1000, Supernodes: 10, Capacity: 112, Loss: 0.3, Fraction: 0.99, Within: 20 * time.Second,
 		MegaCapacities: []int{30, 112}, Seeds: []uint64{1, 2}}
 }
 
 // meets reruns a candidate with every seed of in, as a user of the plan
 // would, and says whether every seed reached the target in time.
-func meets(t *testing.T, in PlanInput, supernodes, capacity, megas, megaCapacity int) bool {
+func meets(t *testing.T, in Input, supernodes, capacity, megas, megaCapacity int) bool {
 	t.Helper()
 	for _, seed := range in.Seeds {
-		tt, err := TimeToFraction(in.Config(supernodes, capacity, megas, megaCapacity, seed), in.Fraction)
+		tt, err := sim.TimeToFraction(in.Config(supernodes, capacity, megas, megaCapacity, seed), in.Fraction)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,15 +75,15 @@ func TestPlanMeetsTarget(t *testing.T) {
 }
 
 func TestPlanInputErrors(t *testing.T) {
-	for name, f := range map[string]func(*PlanInput){
-		"clients":    func(in *PlanInput) { in.Clients = 0 },
-		"supernodes": func(in *PlanInput) { in.Supernodes = 1 },
-		"capacity":   func(in *PlanInput) { in.Capacity = 0 },
-		"loss":       func(in *PlanInput) { in.Loss = 1 },
-		"fraction":   func(in *PlanInput) { in.Fraction = 1.5 },
-		"within":     func(in *PlanInput) { in.Within = 0 },
-		"seeds":      func(in *PlanInput) { in.Seeds = nil },
-		"mega":       func(in *PlanInput) { in.MegaCapacities = []int{0} },
+	for name, f := range map[string]func(*Input){
+		"clients":    func(in *Input) { in.Clients = 0 },
+		"supernodes": func(in *Input) { in.Supernodes = 1 },
+		"capacity":   func(in *Input) { in.Capacity = 0 },
+		"loss":       func(in *Input) { in.Loss = 1 },
+		"fraction":   func(in *Input) { in.Fraction = 1.5 },
+		"within":     func(in *Input) { in.Within = 0 },
+		"seeds":      func(in *Input) { in.Seeds = nil },
+		"mega":       func(in *Input) { in.MegaCapacities = []int{0} },
 	} {
 		in := smallPlanInput()
 		f(&in)
@@ -106,7 +108,7 @@ func TestPlanParallelIsSequential(t *testing.T) {
 	in := smallPlanInput()
 	in.Seeds = []uint64{1, 2, 3}
 	seqRuns := 0
-	in.Progress = func(Config, *float64) { seqRuns++ }
+	in.Progress = func(sim.Config, *float64) { seqRuns++ }
 	seq, err := Search(in)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +116,7 @@ func TestPlanParallelIsSequential(t *testing.T) {
 	for _, n := range []int{2, 5, 16} { // 16: more slots than searches, so seeds run at once
 		in.Parallel = n
 		runs := 0 // Progress is called by one goroutine at a time
-		in.Progress = func(Config, *float64) { runs++ }
+		in.Progress = func(sim.Config, *float64) { runs++ }
 		par, err := Search(in)
 		if err != nil {
 			t.Fatal(err)
@@ -135,7 +137,7 @@ func TestPlanParallelIsSequential(t *testing.T) {
 // Workers fits the simulations at once into the memory allowed, and
 // refuses when one does not fit.
 func TestPlanWorkers(t *testing.T) {
-	in := PlanInput{Clients: 1000000, Supernodes: 10000, Capacity: 112, Loss: 0.3, Fraction: 0.99, Within: time.Minute, Seeds: []uint64{1}}
+	in := Input{Clients: 1000000, Supernodes: 10000, Capacity: 112, Loss: 0.3, Fraction: 0.99, Within: time.Minute, Seeds: []uint64{1}}
 	per := in.Memory()
 	if per < 600<<20 || per > 2<<30 {
 		t.Fatalf("a simulation of 1M clients estimated at %s", Bytes(per))

@@ -1,4 +1,4 @@
-package sim
+package planner
 
 import (
 	"errors"
@@ -9,17 +9,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/overlayd/overlayd/testnet/sim"
 )
 
-// The capacity planner: how many mega-supernodes of what capacity (or how
-// much supernode headroom) a network needs so that, after losing a share
-// of its supernodes at once, a target fraction of its clients is attached
-// again within a target time. It searches over the simulator's result:
-// every candidate is simulated (the skype2010 scenario on the operator's
-// network, policy overlayd) with each seed, and the worst seed counts.
-
-// PlanInput is the operator's network and target.
-type PlanInput struct {
+// Input is the operator's network and target.
+type Input struct {
 	// Clients, Supernodes and Capacity describe the network before the
 	// outage.
 	Clients, Supernodes, Capacity int
@@ -35,10 +30,10 @@ type PlanInput struct {
 	// Seeds: every candidate runs once per seed; the worst counts.
 	Seeds []uint64
 	// Params are the model's parameters (DefaultParams if zero).
-	Params Params
+	Params sim.Params
 	// Progress, if set, is told about every simulation run, by one
 	// goroutine at a time (with Parallel, in no set order).
-	Progress func(cfg Config, t *float64)
+	Progress func(cfg sim.Config, t *float64)
 	// Parallel is how many simulations run at once (0 or 1: one after
 	// another). The plan is the same whatever it is: the searches are
 	// independent, each is as it would be alone, and a candidate two of
@@ -47,11 +42,11 @@ type PlanInput struct {
 	Parallel int
 }
 
-// crashAt is when the planner's outage happens.
+// planCrashAt is when the planned outage happens.
 const planCrashAt = 10 * time.Second
 
 // Validate names the first field out of range.
-func (in PlanInput) Validate() error {
+func (in Input) Validate() error {
 	switch {
 	case in.Clients < 1:
 		return fmt.Errorf("plan: clients must be >= 1, got %d", in.Clients)
@@ -81,29 +76,29 @@ func (in PlanInput) Validate() error {
 }
 
 // need is how many clients the target asks for.
-func (in PlanInput) need() int {
+func (in Input) need() int {
 	return int(math.Ceil(in.Fraction*float64(in.Clients) - 1e-9))
 }
 
 // survivors is how many of n supernodes survive the crash (the simulator
 // crashes round(Loss · n) of them).
-func (in PlanInput) survivors(n int) int {
+func (in Input) survivors(n int) int {
 	return n - int(math.Round(in.Loss*float64(n)))
 }
 
 // Horizon is the simulated time after the crash: twice the target, so
 // that a candidate that misses says by how much.
-func (in PlanInput) Horizon() time.Duration { return 2 * in.Within }
+func (in Input) Horizon() time.Duration { return 2 * in.Within }
 
 // Config is the simulation of a candidate: supernodes of capacity, and
 // megas of megaCapacity promoted at the crash (from capacity 1), with seed.
-func (in PlanInput) Config(supernodes, capacity, megas, megaCapacity int, seed uint64) Config {
+func (in Input) Config(supernodes, capacity, megas, megaCapacity int, seed uint64) sim.Config {
 	p := in.Params
-	if p == (Params{}) {
-		p = DefaultParams()
+	if p == (sim.Params{}) {
+		p = sim.DefaultParams()
 	}
-	pol, _ := FindPolicy("overlayd")
-	c := Config{Scenario: "skype2010", Policy: pol, Seed: seed, Clients: in.Clients, Supernodes: supernodes,
+	pol, _ := sim.FindPolicy("overlayd")
+	c := sim.Config{Scenario: "skype2010", Policy: pol, Seed: seed, Clients: in.Clients, Supernodes: supernodes,
 		Capacity: capacity, Megas: megas, MegaBefore: 1, MegaCapacity: max(megaCapacity, 1),
 		CrashFraction: in.Loss, CrashAt: planCrashAt, Duration: planCrashAt + in.Horizon(), Params: p}
 	return c
@@ -130,7 +125,7 @@ type MegaPlan struct {
 
 // Plan is the planner's answer.
 type Plan struct {
-	Input PlanInput
+	Input Input
 	// Baseline is the network as it is, without megas.
 	Baseline Candidate
 	Megas    []MegaPlan
@@ -146,11 +141,11 @@ type Plan struct {
 	Runs int
 }
 
-// planner runs the searches. With in.Parallel > 1 they run in goroutines
+// searcher runs the searches. With in.Parallel > 1 they run in goroutines
 // of their own, and a candidate's later seeds in slots that are free, at
 // most in.Parallel simulations at a time (slots).
-type planner struct {
-	in    PlanInput
+type searcher struct {
+	in    Input
 	slots chan struct{} // nil: one after another
 
 	mu   sync.Mutex
@@ -169,7 +164,7 @@ type memoCand struct {
 // candidate is simulated once: a search asking for one another search
 // is simulating waits for it. Without megas the mega size is not
 // simulated, so those candidates are one.
-func (p *planner) eval(supernodes, capacity, megas, megaCapacity int) (Candidate, error) {
+func (p *searcher) eval(supernodes, capacity, megas, megaCapacity int) (Candidate, error) {
 	key := [4]int{supernodes, capacity, megas, megaCapacity}
 	if megas == 0 {
 		key[3] = 1
@@ -201,14 +196,14 @@ func (p *planner) eval(supernodes, capacity, megas, megaCapacity int) (Candidate
 // then: never instead of another search's simulation, and a seed after
 // one that missed is not counted. The candidate, and the number of runs,
 // are the sequential ones.
-func (p *planner) simulate(supernodes, capacity, megas, megaCapacity int) (Candidate, error) {
+func (p *searcher) simulate(supernodes, capacity, megas, megaCapacity int) (Candidate, error) {
 	seeds := p.in.Seeds
 	times := make([]*float64, len(seeds))
 	errs := make([]error, len(seeds))
 	run := func(k int) {
 		defer p.release()
 		cfg := p.in.Config(supernodes, capacity, megas, megaCapacity, seeds[k])
-		times[k], errs[k] = TimeToFraction(cfg, p.in.Fraction)
+		times[k], errs[k] = sim.TimeToFraction(cfg, p.in.Fraction)
 		if errs[k] == nil && p.in.Progress != nil {
 			p.mu.Lock()
 			p.in.Progress(cfg, times[k])
@@ -263,7 +258,7 @@ func (p *planner) simulate(supernodes, capacity, megas, megaCapacity int) (Candi
 	return cand, nil
 }
 
-func (p *planner) acquire() {
+func (p *searcher) acquire() {
 	if p.slots != nil {
 		p.slots <- struct{}{}
 	}
@@ -271,7 +266,7 @@ func (p *planner) acquire() {
 
 // tryAcquire takes a slot if one is free (never without slots: one
 // simulation after another).
-func (p *planner) tryAcquire() bool {
+func (p *searcher) tryAcquire() bool {
 	if p.slots == nil {
 		return false
 	}
@@ -283,22 +278,10 @@ func (p *planner) tryAcquire() bool {
 	}
 }
 
-func (p *planner) release() {
+func (p *searcher) release() {
 	if p.slots != nil {
 		<-p.slots
 	}
-}
-
-// TimeToFraction runs cfg and returns the seconds from the crash until
-// fraction of the clients were attached (nil: never within the run).
-func TimeToFraction(cfg Config, fraction float64) (*float64, error) {
-	s, err := New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	s.rec.watch = max(1, int(math.Ceil(fraction*float64(cfg.Clients)-1e-9)))
-	s.Run()
-	return s.rec.tWatch, nil
 }
 
 // search returns the smallest n in [lo, limit] for which ok(n) meets,
@@ -346,12 +329,12 @@ func search(lo, limit int, ok func(int) (Candidate, error)) (ans Candidate, foun
 // the capacity per supernode and the number of supernodes, that meet the
 // target; each with the candidate just below it, simulated too. The
 // searches are independent: with in.Parallel > 1 they run at once.
-func Search(in PlanInput) (*Plan, error) {
+func Search(in Input) (*Plan, error) {
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	if in.Params == (Params{}) {
-		in.Params = DefaultParams()
+	if in.Params == (sim.Params{}) {
+		in.Params = sim.DefaultParams()
 	}
 	if err := in.Params.Validate(); err != nil {
 		return nil, err
@@ -359,7 +342,7 @@ func Search(in PlanInput) (*Plan, error) {
 	if len(in.MegaCapacities) == 0 {
 		in.MegaCapacities = in.megaCapacities()
 	}
-	p := &planner{in: in, memo: map[[4]int]*memoCand{}}
+	p := &searcher{in: in, memo: map[[4]int]*memoCand{}}
 	if in.Parallel > 1 {
 		p.slots = make(chan struct{}, in.Parallel)
 	}
@@ -428,7 +411,7 @@ func SimMemory(clients, nodes int) int64 {
 // Memory estimates the memory the largest of the plan's simulations
 // takes at its peak: every simulation has the clients, and the searches
 // add supernodes or megas up to their bounds.
-func (in PlanInput) Memory() int64 {
+func (in Input) Memory() int64 {
 	nodes := in.Supernodes
 	if _, limit := in.supernodeBounds(); limit > nodes {
 		nodes = limit
@@ -449,7 +432,7 @@ func (in PlanInput) Memory() int64 {
 // maxMemory bytes: want, or fewer if maxMemory cannot hold that many
 // (each takes about Memory()). It is an error if maxMemory cannot hold
 // one.
-func (in PlanInput) Workers(want int, maxMemory int64) (int, error) {
+func (in Input) Workers(want int, maxMemory int64) (int, error) {
 	if want < 1 {
 		return 0, fmt.Errorf("plan: parallel must be >= 1, got %d", want)
 	}
@@ -471,14 +454,14 @@ func Bytes(n int64) string {
 }
 
 // megaCapacities are the mega sizes planned for by default.
-func (in PlanInput) megaCapacities() []int {
+func (in Input) megaCapacities() []int {
 	return []int{5 * in.Capacity, 10 * in.Capacity, 20 * in.Capacity}
 }
 
 // megaBounds are the fewest megas of capacity mc to try (at least the
 // slots the survivors lack) and the most (beyond megas that could hold
 // every client twice, more do not help).
-func (in PlanInput) megaBounds(mc int) (lo, limit int) {
+func (in Input) megaBounds(mc int) (lo, limit int) {
 	if short := in.need() - in.survivors(in.Supernodes)*in.Capacity; short > 0 {
 		lo = (short + mc - 1) / mc
 	}
@@ -487,7 +470,7 @@ func (in PlanInput) megaBounds(mc int) (lo, limit int) {
 
 // supernodeBounds are the fewest supernodes to try (enough survivors for
 // the target) and the most.
-func (in PlanInput) supernodeBounds() (lo, limit int) {
+func (in Input) supernodeBounds() (lo, limit int) {
 	lo = in.Supernodes
 	for lo < 1<<16 && in.survivors(lo)*in.Capacity < in.need() {
 		lo++
@@ -496,7 +479,7 @@ func (in PlanInput) supernodeBounds() (lo, limit int) {
 }
 
 // searchMegas is the fewest megas of capacity mc.
-func (p *planner) searchMegas(mc int) (MegaPlan, error) {
+func (p *searcher) searchMegas(mc int) (MegaPlan, error) {
 	in := p.in
 	lo, limit := in.megaBounds(mc)
 	if lo > limit {
@@ -519,7 +502,7 @@ func (p *planner) searchMegas(mc int) (MegaPlan, error) {
 
 // searchCapacity is the headroom without megas: the capacity per
 // supernode.
-func (p *planner) searchCapacity(out *Plan) error {
+func (p *searcher) searchCapacity(out *Plan) error {
 	in := p.in
 	surv := in.survivors(in.Supernodes)
 	lo := max(in.Capacity, (in.need()+surv-1)/max(surv, 1))
@@ -532,7 +515,7 @@ func (p *planner) searchCapacity(out *Plan) error {
 
 // searchSupernodes is the headroom without megas: the number of
 // supernodes.
-func (p *planner) searchSupernodes(out *Plan) error {
+func (p *searcher) searchSupernodes(out *Plan) error {
 	in := p.in
 	lo, limit := in.supernodeBounds()
 	var err error
