@@ -222,6 +222,9 @@ type Mutations struct {
 	// home it asked, though this supernode's position, following another
 	// home, is past the replay's end.
 	NoResumeCatchUp bool
+	// NoKeepGathered: a supernode that stops being a group's home while
+	// its sync gathers drops what the sync gathered.
+	NoKeepGathered bool
 }
 
 // Stats are the core's cumulative counts (atomic: metrics read them

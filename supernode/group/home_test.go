@@ -184,3 +184,47 @@ func TestResumeCatchUp(t *testing.T) {
 		}
 	}
 }
+
+// TestRingChangeKeepsGathered: a supernode whose ring named it a group's
+// home for a moment gathers, as answers to its sync, the live replicas of
+// the home that kept the role. When its ring names that home again, what
+// it gathered goes into its log: dropped with the sync, the next live
+// replica was appended after a hole, and this supernode, home again
+// later, synced after that replica and replayed past the hole
+// (testnet/groupsim seed 662).
+func TestRingChangeKeepsGathered(t *testing.T) {
+	for _, mutated := range []bool{false, true} {
+		log := &memLog{}
+		c := newTestCore(t, log)
+		c.cfg.Mutations.NoKeepGathered = mutated
+		now := time.Unix(1000, 0)
+		// Its ring names it home: a publish makes the record, which syncs.
+		c.HomePublish(now, &pb.GroupPublish{Group: "g", Id: []byte("0123456789abcdef"), Signed: []byte("signed"), From: []byte("client"), Origin: []byte("self")})
+		if c.syncs["g"] == nil {
+			t.Fatal("no sync started")
+		}
+		const e = 7
+		replica := func(seq uint64) *pb.GroupMessage {
+			return &pb.GroupMessage{Group: "g", Epoch: e, Seq: seq, From: []byte("client"), Id: []byte{byte(seq)}}
+		}
+		c.Replica("r1", replica(1)) // the live home's replicas, taken as answers
+		c.Replica("r1", replica(2))
+		// Its ring names r1 home again: the record and its sync go.
+		c.cfg.Ring = fakeRing{home: "r1", cluster: []string{"r1", "self", "r2"}}
+		c.RingChanged()
+		c.Replica("r1", replica(3)) // a live replica again
+		var seqs []uint64
+		for _, en := range log.logs["g"] {
+			seqs = append(seqs, en.Seq)
+		}
+		if mutated {
+			if !slices.Equal(seqs, []uint64{3}) {
+				t.Fatalf("with NoKeepGathered: log %v, want the hole before 3", seqs)
+			}
+			continue
+		}
+		if !slices.Equal(seqs, []uint64{1, 2, 3}) {
+			t.Fatalf("log %v, want 1, 2, 3 (what the sync gathered, then the live replica)", seqs)
+		}
+	}
+}

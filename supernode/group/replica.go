@@ -183,6 +183,15 @@ func (c *Core) forgetHome(g, detail string) {
 		c.dropPending(k, detail)
 	}
 	delete(c.homes, g)
+	if s := c.syncs[g]; s != nil && !c.cfg.Mutations.NoKeepGathered {
+		// What the sync gathered stays in the log: the live replicas
+		// of the home that kept the role came in as answers while this
+		// supernode's ring named it home, and dropped with the sync
+		// they left a hole the next live replica was appended after; as
+		// home again later, it synced after that replica and replayed
+		// past the hole (found by testnet/groupsim, seed 662).
+		c.appendGathered(g, s)
+	}
 	delete(c.syncs, g)
 	for _, p := range hg.waiting {
 		c.publishResult(p, &pb.Result{Id: p.GetId(), Status: pb.Result_STATUS_BUSY, Detail: detail})
@@ -516,40 +525,53 @@ func (c *Core) ReplicaSync(now time.Time, from string, s *pb.ReplicaSync) {
 	c.cfg.Net.Send(from, &pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: g, Epoch: pos.Epoch, AfterSeq: pos.Seq, Done: true}}})
 }
 
+// appendGathered appends what sync s gathered to group g's log, in
+// order, and reports whether the log took all of it (what it took is
+// forgotten; what it did not stays for another try).
+func (c *Core) appendGathered(g string, s *groupSync) bool {
+	if c.cfg.Replay == nil {
+		return len(s.got) == 0
+	}
+	ps := make([]Pos, 0, len(s.got))
+	for p := range s.got {
+		ps = append(ps, p)
+	}
+	slices.SortFunc(ps, func(a, b Pos) int {
+		if a.After(b) {
+			return 1
+		} else if b.After(a) {
+			return -1
+		}
+		return 0
+	})
+	all := true
+	for _, p := range ps {
+		if err := c.cfg.Replay.AppendReplay(g, Entry{Epoch: p.Epoch, Seq: p.Seq, Data: EncodeEntry(EntryReplica, s.got[p])}); err != nil {
+			c.stats.ReplayLogFailed.Add(1)
+			all = false
+			if !c.cfg.Mutations.NoSyncAppendRetry {
+				break
+			}
+			continue
+		}
+		delete(s.got, p)
+	}
+	return all
+}
+
 // endSync lets a new home number once its log took every answer its sync
 // gathered: its epoch starts after every one in its log. It returns the
 // publishes that waited, for the caller to number, in the order they
 // came (none while the sync goes on).
 func (c *Core) endSync(g string) []*pb.GroupPublish {
-	if s := c.syncs[g]; s != nil && len(s.got) > 0 {
-		ps := make([]Pos, 0, len(s.got))
-		for p := range s.got {
-			ps = append(ps, p)
-		}
-		slices.SortFunc(ps, func(a, b Pos) int {
-			if a.After(b) {
-				return 1
-			} else if b.After(a) {
-				return -1
-			}
-			return 0
-		})
-		for _, p := range ps {
-			if err := c.cfg.Replay.AppendReplay(g, Entry{Epoch: p.Epoch, Seq: p.Seq, Data: EncodeEntry(EntryReplica, s.got[p])}); err != nil {
-				c.stats.ReplayLogFailed.Add(1)
-				if c.cfg.Mutations.NoSyncAppendRetry {
-					continue
-				}
-				// The sync does not end on a hole: numbered past it,
-				// the log replayed without the message (the replicas
-				// that held it are not asked again), and the members
-				// a replay serves missed it (found by testnet/groupsim,
-				// Mutations.NoSyncAppendRetry). Tried again next tick.
-				s.deadline = time.Time{}
-				return nil
-			}
-			delete(s.got, p)
-		}
+	if s := c.syncs[g]; s != nil && !c.appendGathered(g, s) && !c.cfg.Mutations.NoSyncAppendRetry {
+		// The sync does not end on a hole: numbered past it, the log
+		// replayed without the message (the replicas that held it are
+		// not asked again), and the members a replay serves missed it
+		// (found by testnet/groupsim, Mutations.NoSyncAppendRetry).
+		// Tried again next tick.
+		s.deadline = time.Time{}
+		return nil
 	}
 	delete(c.syncs, g)
 	hg := c.homes[g]
