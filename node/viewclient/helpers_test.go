@@ -132,15 +132,6 @@ func (sn *supernode) setTamper(f func(req *pb.ViewRequest, resp *pb.ViewResponse
 	sn.tamper = f
 }
 
-func (n *tier) byID(p peer.ID) *supernode {
-	for _, sn := range n.sns {
-		if sn.h.ID() == p {
-			return sn
-		}
-	}
-	return nil
-}
-
 func (n *tier) ids() []peer.ID {
 	var out []peer.ID
 	for _, sn := range n.sns {
