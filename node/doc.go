@@ -1,11 +1,12 @@
 // Package node is the overlayd daemon: the composition root that assembles
 // one peer from the packages below it. It turns a Config into a libp2p host
 // (host.go: identity, listeners, resource manager and connection manager
-// sized for the role), runs the supernode directory over GossipSub
-// (directory.go) and the ring rebuild loop (ring.go), or on a pinned
-// ordinary node the partial view of the directory, package node/viewclient
-// (wired in view.go, which also answers other nodes' view requests as
-// hints), and plays the role:
+// sized for the role), runs the supernode directory over GossipSub and the
+// ring built from it, package node/dirdriver (wired in directory.go: the
+// topic, announcements, expiry, the supernode mesh, confirmations, ring
+// rebuilds), or on a pinned ordinary node the partial view of the
+// directory, package node/viewclient (wired in view.go, which also answers
+// other nodes' view requests as hints), and plays the role:
 //
 //   - the client side, package node/client, on ordinary and --role auto
 //     nodes (node.go builds it; Node.Client exposes it);

@@ -6,12 +6,17 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
-// rejectedForTest returns how many announcements were refused for reason.
+// rejectedForTest returns how many announcements were refused for reason
+// (node/dirdriver's series, read from the node's registry).
 func (n *Node) rejectedForTest(reason string) float64 {
-	return testutil.ToFloat64(n.m.rejected.WithLabelValues(reason))
+	v, err := metricValue(n.reg, "overlayd_directory_announcements_rejected_total", "reason", reason)
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // attachmentForTest returns the client's current supernode ("" if none).
@@ -37,9 +42,18 @@ func attachedSince(n *Node) time.Time {
 // there is no such series.
 func (n *Node) metricForTest(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := n.reg.Gather()
+	v, err := metricValue(n.reg, name, labels...)
 	if err != nil {
-		t.Fatalf("gather metrics: %v", err)
+		t.Fatal(err)
+	}
+	return v
+}
+
+// metricValue is metricForTest's reading of reg.
+func metricValue(reg prometheus.Gatherer, name string, labels ...string) (float64, error) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		return 0, fmt.Errorf("gather metrics: %w", err)
 	}
 	for _, mf := range mfs {
 		if mf.GetName() != name {
@@ -60,13 +74,13 @@ func (n *Node) metricForTest(t testing.TB, name string, labels ...string) float6
 			}
 			switch {
 			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
+				return m.GetCounter().GetValue(), nil
 			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
+				return m.GetGauge().GetValue(), nil
 			}
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 func newIDForTest(t *testing.T) peer.ID {

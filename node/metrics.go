@@ -3,65 +3,39 @@ package node
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/overlayd/overlayd/node/dirdriver"
 	"github.com/overlayd/overlayd/node/viewclient"
 	"github.com/overlayd/overlayd/protocol"
 )
 
 // metrics are the node's own Prometheus series, on the injected registry.
 type metrics struct {
-	accepted     prometheus.Counter
-	rejected     *prometheus.CounterVec
 	certRejected *prometheus.CounterVec
-
-	ringRebuilds prometheus.Counter
-	ringInfo     *prometheus.GaugeVec
 
 	// --role auto (role_run.go).
 	roleChanges *prometheus.CounterVec
 
-	// The directory's two tiers: the topic's bytes on a node that hears
-	// it; the partial view's on an ordinary node (node/viewclient), on
-	// every node so that all expose the same series.
-	announceBytes prometheus.Counter
-	view          *viewclient.Metrics
+	// The directory's two tiers: the topic's announcements and the ring
+	// (node/dirdriver) on a node that hears it; the partial view's on an
+	// ordinary node (node/viewclient). Both on every node, so that all
+	// expose the same series.
+	dir  *dirdriver.Metrics
+	view *viewclient.Metrics
 }
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
-	m := &metrics{
-		accepted: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "overlayd_directory_announcements_accepted_total",
-			Help: "Supernode announcements accepted into the directory.",
-		}),
-		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "overlayd_directory_announcements_rejected_total",
-			Help: "Supernode announcements refused, by reason.",
-		}, []string{"reason"}),
-	}
-	m.ringRebuilds = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "overlayd_ring_rebuilds_total", Help: "Rings built from directory changes (a burst of changes costs one).",
-	})
-	m.ringInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "overlayd_ring_info", Help: "1 for the live ring's version (a hash of its member set); nodes that agree show the same.",
-	}, []string{"version"})
+	m := &metrics{}
 	m.certRejected = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "overlayd_directory_certificates_rejected_total",
 		Help: "Mega-supernode certificates and revocations refused, by reason.",
 	}, []string{"reason"})
 	for _, r := range protocol.CertReasons {
 		m.certRejected.WithLabelValues(string(r))
-		m.rejected.WithLabelValues(string(r))
-	}
-	for _, r := range protocol.Reasons {
-		m.rejected.WithLabelValues(string(r))
 	}
 	m.roleChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "overlayd_node_role_changes_total",
 		Help: "Role changes of a --role auto node, by the role taken: supernode (promotion) or ordinary (demotion, counted when its drain begins).",
 	}, []string{"to"})
-	m.announceBytes = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "overlayd_directory_announcement_bytes_total",
-		Help: "Bytes of the directory topic's messages this node validated (each message once; GossipSub's duplicates and control traffic are not counted). 0 on an ordinary node, which keeps a partial view instead.",
-	})
 	m.roleChanges.WithLabelValues("supernode")
 	m.roleChanges.WithLabelValues("ordinary")
 	cs := []prometheus.Collector{
@@ -93,8 +67,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			}
 			return 0
 		}),
-		m.accepted, m.rejected, m.certRejected, m.ringRebuilds, m.ringInfo,
-		m.announceBytes,
+		m.certRejected,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "overlayd_directory_entries",
 			Help: "Live supernodes in this node's directory.",
@@ -124,6 +97,9 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		}
 	}
 	var err error
+	if m.dir, err = dirdriver.NewMetrics(reg); err != nil {
+		return nil, err
+	}
 	if m.view, err = viewclient.NewMetrics(reg); err != nil {
 		return nil, err
 	}

@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -26,6 +25,7 @@ import (
 	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/datadir"
+	"github.com/overlayd/overlayd/node/dirdriver"
 	"github.com/overlayd/overlayd/node/lan"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/node/trust"
@@ -72,25 +72,22 @@ type Node struct {
 	trust  *trust.Keeper
 	runCtx context.Context // lives from Start to Close
 
-	dir     *directory.Directory
-	rings   ring.Published
-	confirm *confirmations // supernodes this node confirmed serve overlayd at their addresses (confirm.go)
+	dir   *directory.Directory
+	rings ring.Published
+	// dirs drives the directory and the ring: the GossipSub topic,
+	// announcements, expiry, confirmations, ring rebuilds (directory.go;
+	// package node/dirdriver); set by Start before the directory hears
+	// anything.
+	dirs *dirdriver.Driver
 
 	// Set by Start; read-only afterwards.
-	host  host.Host
-	rm    network.ResourceManager
-	ps    *pubsub.PubSub
-	topic *pubsub.Topic
-	sub   *pubsub.Subscription
-	// heardSince is when this node began hearing the announcement
-	// topic (zero: it does not hear it); set before any goroutine that
-	// reads it starts.
-	heardSince time.Time
-	announcer  *supernode.Announcer
-	sems       *capacity.Set
-	admission  *supernode.Admission
-	router     *supernode.Router
-	engine     *fanout.Engine
+	host      host.Host
+	rm        network.ResourceManager
+	announcer *supernode.Announcer
+	sems      *capacity.Set
+	admission *supernode.Admission
+	router    *supernode.Router
+	engine    *fanout.Engine
 	// writers writes the sessions' outboxes; closed after admission.
 	writers   *fanout.Writers
 	store     *store.Store    // a supernode's replay logs and offline messages; closed last
@@ -296,7 +293,6 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 		reg:     defaultRegistry(),
 		now:     time.Now,
 		debounc: min(cfg.AnnounceInterval/10, time.Second),
-		confirm: newConfirmations(),
 	}
 	n.dir = directory.New(directory.WithMegaVerifier(n.verifyMega))
 	for _, o := range opts {
@@ -358,10 +354,13 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.trust, err = n.newTrust(); err != nil {
 		return err
 	}
-	if err := n.startDirectory(runCtx); err != nil {
+	if n.dirs, err = n.newDirDriver(); err != nil {
 		return err
 	}
-	if err := n.trust.JoinRevocations(n.ps); err != nil {
+	if err := n.dirs.Join(runCtx); err != nil {
+		return err
+	}
+	if err := n.trust.JoinRevocations(n.dirs.PubSub()); err != nil {
 		return err
 	}
 	n.runCtx = runCtx
@@ -407,22 +406,21 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 	}
 	n.started = n.now()
-	n.goLoop(func() { n.expireLoop(runCtx) })
+	// The driver expires entries, keeps the bootstrap peers, confirms
+	// supernodes (supernode and auto nodes) and rebuilds the ring (every
+	// node but one that keeps a partial view, whose view client publishes
+	// its ring).
+	n.goLoop(func() { n.dirs.Run(runCtx) })
 	if n.usesView() {
 		n.startViewHints()
 		n.goLoop(func() { n.views.Run(runCtx) })
-	} else {
-		n.goLoop(func() { n.ringLoop(runCtx) })
 	}
-	n.goLoop(func() { n.bootstrapLoop(runCtx) })
 	n.goLoop(func() { lan.Run(runCtx, n.lanConfig()) })
 	n.goLoop(func() { n.trust.Run(runCtx) })
 	if n.cfg.Role == RoleSupernode {
-		n.goLoop(func() { n.announceLoop(runCtx) })
-		n.goLoop(func() { n.meshLoop(runCtx) })
-	}
-	if n.cfg.Role == RoleSupernode || n.cfg.Role == RoleAuto {
-		n.goLoop(func() { n.confirmLoop(runCtx) })
+		// Announcements and the supernode mesh; an auto node runs them
+		// while it serves (role_run.go).
+		n.goLoop(func() { n.dirs.Serve(runCtx) })
 	}
 	if n.cfg.Role == RoleAuto {
 		n.goLoop(func() { n.roleLoop(runCtx) })
@@ -464,8 +462,8 @@ func (n *Node) Close() error {
 	}
 	ctx, done := context.WithTimeout(context.Background(), closeTimeout)
 	defer done()
-	if n.announcer != nil && n.topic != nil && n.serving.Load() && !n.abrupt.Load() {
-		n.announceDeparture(ctx)
+	if n.announcer != nil && n.dirs != nil && n.dirs.Joined() && n.serving.Load() && !n.abrupt.Load() {
+		n.dirs.AnnounceDeparture(ctx)
 	}
 	if n.admission != nil {
 		if n.abrupt.Load() {

@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/overlayd/overlayd/node/dirdriver"
 	"github.com/overlayd/overlayd/protocol"
 )
 
@@ -151,8 +152,8 @@ func TestDirectoryConverges(t *testing.T) {
 			}
 			// An entry expires 3 intervals after the last announcement, which
 			// the victim sent before it stopped; the expiry check runs every
-			// expiryTick, so that is the only slack.
-			bound := 3*testInterval + expiryTick(testInterval)
+			// dirdriver.ExpiryTick, so that is the only slack.
+			bound := 3*testInterval + dirdriver.ExpiryTick(testInterval)
 			for _, n := range all {
 				if n == victim {
 					continue
@@ -347,7 +348,7 @@ func TestDepartedMeshPeerUnprotected(t *testing.T) {
 	cc.Bootstrap = []string{p2pAddr(sn)}
 	c := startNode(t, cc)
 	cm := sn.Host().ConnManager()
-	waitFor(t, 10*time.Second, "client grafted into the supernode's mesh", func() bool { return cm.IsProtected(c.ID(), meshTag) })
+	waitFor(t, 10*time.Second, "client grafted into the supernode's mesh", func() bool { return cm.IsProtected(c.ID(), dirdriver.MeshTag) })
 	c.Close()
-	waitFor(t, 10*time.Second, "protection lifted after the client left", func() bool { return !cm.IsProtected(c.ID(), meshTag) })
+	waitFor(t, 10*time.Second, "protection lifted after the client left", func() bool { return !cm.IsProtected(c.ID(), dirdriver.MeshTag) })
 }

@@ -4,18 +4,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
-
 	"github.com/overlayd/overlayd/protocol"
 )
 
 // TestRingRebuildDebounced: a burst of directory changes costs one ring
 // rebuild, and readers see the complete ring afterwards. The node is one
-// that builds its ring from its whole directory (ringLoop): an auto node
+// that builds its ring from its whole directory (node/dirdriver's ring loop): an auto node
 // that does not serve. A pinned ordinary node builds its ring from views
 // instead (view.go), and a serving supernode of an open network keeps
 // unconfirmed supernodes, as these made-up ones are, off its ring
-// (confirm.go).
+// (node/dirdriver/confirm.go).
 func TestRingRebuildDebounced(t *testing.T) {
 	c := testConfig(t, RoleAuto)
 	neverServes(&c)                      // so its ring stays its whole directory's
@@ -33,16 +31,16 @@ func TestRingRebuildDebounced(t *testing.T) {
 	}
 	announce(1)
 	waitFor(t, 3*time.Second, "first ring", func() bool { r := n.Ring(); return r != nil && r.Len() == 1 })
-	before := testutil.ToFloat64(n.m.ringRebuilds)
+	before := n.metricForTest(t, "overlayd_ring_rebuilds_total")
 	const burst = 50
 	for i := range burst - 1 {
 		announce(uint64(i + 2))
 	}
 	waitFor(t, 3*time.Second, "ring with the whole burst", func() bool { r := n.Ring(); return r != nil && r.Len() == burst })
-	if got := testutil.ToFloat64(n.m.ringRebuilds) - before; got != 1 {
+	if got := n.metricForTest(t, "overlayd_ring_rebuilds_total") - before; got != 1 {
 		t.Fatalf("%v rebuilds for a burst of %d changes, want 1", got, burst)
 	}
-	if testutil.ToFloat64(n.m.ringInfo.WithLabelValues(n.Ring().Version())) != 1 {
+	if n.metricForTest(t, "overlayd_ring_info", "version", n.Ring().Version()) != 1 {
 		t.Fatal("ring version not exported")
 	}
 }

@@ -130,7 +130,8 @@ func (n *Node) setRoleDecision(d role.Decision) {
 	n.role.mu.Unlock()
 }
 
-// roleService is the supernode's announce and mesh loops, started on
+// roleService is the supernode's announce and mesh loops (the directory
+// driver's Serve, node/dirdriver), started on
 // promotion and stopped, and waited for, before the departure
 // announcement of a demotion (so that none follows it).
 type roleService struct {
@@ -151,15 +152,14 @@ func (n *Node) promoteAuto(ctx context.Context) *roleService {
 	}
 	n.admission.SetOpen(true)
 	n.serving.Store(true)
-	n.confirm.kick() // the ring is now filtered by confirmation (confirm.go)
+	n.dirs.ServingChanged() // the ring is now filtered by confirmation (node/dirdriver)
 	if err := n.startRelay(); err != nil {
 		n.log.Warn("auto role: relay service", "err", err)
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	svc := &roleService{cancel: cancel}
-	svc.wg.Add(2)
-	n.goLoop(func() { defer svc.wg.Done(); n.announceLoop(sctx) })
-	n.goLoop(func() { defer svc.wg.Done(); n.meshLoop(sctx) })
+	svc.wg.Add(1)
+	n.goLoop(func() { defer svc.wg.Done(); n.dirs.Serve(sctx) })
 	return svc
 }
 
@@ -178,7 +178,7 @@ func (n *Node) demoteAuto(ctx context.Context, svc *roleService, why string) {
 		_ = n.announcer.SetRole(protocol.RoleSupernode, max(load, 1))
 	}
 	shrink(n.load())
-	if err := n.publishAnnouncement(ctx, false); err != nil && ctx.Err() == nil {
+	if err := n.dirs.PublishAnnouncement(ctx, false); err != nil && ctx.Err() == nil {
 		n.log.Warn("auto role: announce demotion", "err", err)
 	}
 	n.drainTo(ctx, n.cfg.DrainPeriod, 0, "supernode demoted: "+why, shrink)
@@ -190,8 +190,8 @@ func (n *Node) demoteAuto(ctx context.Context, svc *roleService, why string) {
 		svc.stop()
 	}
 	n.serving.Store(false)
-	n.confirm.kick()
-	n.announceDeparture(ctx)
+	n.dirs.ServingChanged()
+	n.dirs.AnnounceDeparture(ctx)
 	n.stopRelay()
 	_ = n.announcer.SetRole(protocol.RoleSupernode, n.cfg.Capacity)
 	n.role.mu.Lock()

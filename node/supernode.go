@@ -75,7 +75,7 @@ func (n *Node) startSupernode() error {
 		IsSupernode: n.isSupernode,
 		AddrsOf:     n.addrsOf,
 		Refresh:     n.cfg.AnnounceInterval,
-		Settled:     n.directorySettled,
+		Settled:     n.dirs.Settled,
 		Sems:        n.sems,
 		Fanout:      n.engine,
 		Store:       n.store,

@@ -154,7 +154,7 @@ func TestSybilAnnouncementsGetNothing(t *testing.T) {
 				share := honestShare(sn.Ring(), sns)
 				t.Logf("supernode %s: ring of %d members, honest share %.1f%%", sn.ID().ShortString(), sn.Ring().Len(), 100*share)
 				// No fake is confirmed (none serves at its address), so
-				// none is on a supernode's ring (confirm.go).
+				// none is on a supernode's ring (node/dirdriver/confirm.go).
 				if share < 0.999 {
 					t.Errorf("honest share of %s's ring %.1f%%, want 100%%: a fake is on a supernode's ring", sn.ID().ShortString(), 100*share)
 				}

@@ -82,7 +82,7 @@ func (r supernodeRole) SetCert(raw []byte) {
 
 // Announce publishes the node's announcement now.
 func (r supernodeRole) Announce(ctx context.Context) error {
-	return r.n.publishAnnouncement(ctx, false)
+	return r.n.dirs.PublishAnnouncement(ctx, false)
 }
 
 // MegaCert returns this node's certificate while it is a mega-supernode.

@@ -53,7 +53,7 @@ func (n *Node) newViewClient() (*viewclient.Client, error) {
 		Host:             n.host,
 		Dir:              n.dir,
 		Rings:            &n.rings,
-		Publish:          n.publishRing,
+		Publish:          n.dirs.PublishRing,
 		Session:          viewSession{n.client},
 		Bootstrap:        n.bootstrap,
 		AnnounceInterval: n.cfg.AnnounceInterval,

@@ -9,7 +9,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/view"
@@ -37,8 +36,9 @@ func (n *Node) viewEntriesCounted(t testing.TB, result string) float64 {
 
 // announcementsHeard is every announcement the node's topic validator
 // saw, accepted or refused for any reason.
-func (n *Node) announcementsHeard() float64 {
-	k := testutil.ToFloat64(n.m.accepted)
+func (n *Node) announcementsHeard(t testing.TB) float64 {
+	t.Helper()
+	k := n.metricForTest(t, "overlayd_directory_announcements_accepted_total")
 	for _, r := range append(slices.Clone(protocol.Reasons), protocol.CertReasons...) {
 		k += n.rejectedForTest(string(r))
 	}
@@ -66,10 +66,10 @@ func TestOrdinaryNodesKeepAView(t *testing.T) {
 		})
 	}
 	for _, c := range cs {
-		if k := c.announcementsHeard(); k != 0 {
+		if k := c.announcementsHeard(t); k != 0 {
 			t.Errorf("ordinary node %s heard %v announcements", c.ID().ShortString(), k)
 		}
-		if b := testutil.ToFloat64(c.m.announceBytes); b != 0 {
+		if b := c.metricForTest(t, "overlayd_directory_announcement_bytes_total"); b != 0 {
 			t.Errorf("ordinary node counted %v bytes of the topic", b)
 		}
 		if k := c.Directory().Snapshot().Len(); k == 0 || k > view.Neighbours+view.Spares || k >= tier {
@@ -94,12 +94,12 @@ func TestOrdinaryNodesKeepAView(t *testing.T) {
 		}
 	}
 	for _, sn := range sns {
-		for _, p := range sn.ps.ListPeers(protocol.DirectoryTopic) {
+		for _, p := range sn.dirs.PubSub().ListPeers(protocol.DirectoryTopic) {
 			if byID(cs, p) != nil {
 				t.Fatalf("supernode %s has ordinary node %s in its announcement topic", sn.ID().ShortString(), p.ShortString())
 			}
 		}
-		if testutil.ToFloat64(sn.m.announceBytes) == 0 {
+		if sn.metricForTest(t, "overlayd_directory_announcement_bytes_total") == 0 {
 			t.Fatalf("supernode %s counted no bytes of the topic", sn.ID().ShortString())
 		}
 	}
@@ -136,7 +136,13 @@ func viewTier(t *testing.T, k int) []*Node {
 				if r := sn.Ring(); r != nil {
 					l = r.Len()
 				}
-				t.Logf("supernode %s: ring %d, directory %d, confirmed %d", sn.ID().ShortString(), l, sn.Directory().Snapshot().Len(), len(sn.filterConfirmed(sn.Directory().Snapshot()).Entries))
+				confirmed := 0
+				for _, e := range sn.Directory().Snapshot().Entries {
+					if e.ID == sn.ID() || sn.dirs.ConfirmedForTest(e.ID) {
+						confirmed++
+					}
+				}
+				t.Logf("supernode %s: ring %d, directory %d, confirmed %d", sn.ID().ShortString(), l, sn.Directory().Snapshot().Len(), confirmed)
 			}
 		}
 	})

@@ -1,4 +1,4 @@
-package node
+package dirdriver
 
 import (
 	"math/rand/v2"

@@ -1,4 +1,4 @@
-package node
+package dirdriver
 
 import (
 	"cmp"
@@ -14,8 +14,8 @@ import (
 // and subnet limit for its announce interval, with loopback and private
 // addresses exempt from the subnet limit when the node itself has only
 // such addresses (an in-process or container testnet, a LAN).
-func (n *Node) ringPolicy() cluster.Policy {
-	return cluster.DefaultPolicy(n.cfg.AnnounceInterval, cluster.LocalOnly(n.host.Addrs()))
+func (d *Driver) ringPolicy() cluster.Policy {
+	return cluster.DefaultPolicy(d.cfg.AnnounceInterval, cluster.LocalOnly(d.cfg.Host.Addrs()))
 }
 
 // ringLoop keeps the published ring in step with the directory, off the
@@ -27,28 +27,29 @@ func (n *Node) ringPolicy() cluster.Policy {
 // by all entries, so the ramp costs at most one rebuild per grid step
 // however many supernodes are ramping; a rebuild whose members did not
 // change publishes nothing.
-func (n *Node) ringLoop(ctx context.Context) {
-	changes, cancel := n.dir.Subscribe()
+func (d *Driver) ringLoop(ctx context.Context) {
+	dir := d.cfg.Dir
+	changes, cancel := dir.Subscribe()
 	defer cancel()
 	var built uint64       // membership version of the published ring
 	var confirmed uint64   // confirmation generation it was built with
 	var last []ring.Member // members of the published ring
 	var step time.Time     // next ramp step, zero if none
 	rebuild := func() {
-		s := n.dir.Snapshot()
-		gen := n.confirm.generation()
-		if n.confirmsRing() {
-			s = n.filterConfirmed(s)
+		s := dir.Snapshot()
+		gen := d.confirm.generation()
+		if d.confirmsRing() {
+			s = d.filterConfirmed(s)
 		}
-		now := n.now()
-		p := n.ringPolicy()
+		now := d.now()
+		p := d.ringPolicy()
 		step = cluster.NextRampStep(s, now, p)
 		ms := cluster.Members(s, now, p)
-		if s.Membership == built && gen == confirmed && slices.Equal(ms, last) && (n.rings.Load() != nil || s.Len() == 0) {
+		if s.Membership == built && gen == confirmed && slices.Equal(ms, last) && (d.cfg.Rings.Load() != nil || s.Len() == 0) {
 			return
 		}
 		built, confirmed, last = s.Membership, gen, ms
-		n.publishRing(ms, "")
+		d.PublishRing(ms, "")
 	}
 	rebuild()
 	ramp := time.NewTimer(0)
@@ -57,59 +58,51 @@ func (n *Node) ringLoop(ctx context.Context) {
 		// Arm the ramp timer for the next step, or park it.
 		ramp.Reset(time.Hour * 24 * 365)
 		if !step.IsZero() {
-			ramp.Reset(max(step.Sub(n.now()), 0))
+			ramp.Reset(max(step.Sub(d.now()), 0))
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-ramp.C:
-		case <-n.confirm.changed:
+		case <-d.confirm.changed:
 		case <-changes:
-			if s := n.dir.Snapshot(); s.Membership == built {
+			if s := dir.Snapshot(); s.Membership == built {
 				continue
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(n.debounc):
+		case <-time.After(d.cfg.Debounce):
 		}
 		rebuild()
 	}
 }
 
-// publishRing builds the ring of members and publishes it (none for no
-// members). version is the ring version to report, when the members are
-// a partial view of a larger ring (view.go); "" reports the built ring's
-// own. A ring that cannot be built keeps the old one.
-func (n *Node) publishRing(ms []ring.Member, version string) {
-	n.m.ringRebuilds.Inc()
+// PublishRing builds the ring of members and publishes it (none for no
+// members), then calls Config.Published. version is the ring version to
+// report, when the members are a partial view of a larger ring
+// (node/viewclient's Config.Publish); "" reports the built ring's own. A
+// ring that cannot be built keeps the old one.
+func (d *Driver) PublishRing(ms []ring.Member, version string) {
+	d.m.ringRebuilds.Inc()
 	if len(ms) == 0 {
-		n.m.ringInfo.Reset()
-		n.rings.Publish(nil)
-		n.ringChanged()
+		d.m.ringInfo.Reset()
+		d.cfg.Rings.Publish(nil)
+		d.cfg.Published()
 		return
 	}
 	r, err := ring.New(ms)
 	if err != nil {
 		// cluster.Members bounds members and weights so that this cannot
 		// happen for a whole directory; view.Members bounds a view's.
-		n.log.Error("ring rebuild", "err", err)
+		d.log.Error("ring rebuild", "err", err)
 		return
 	}
 	// The gauge first: whoever sees the new ring sees its version exported.
-	n.m.ringInfo.Reset()
-	n.m.ringInfo.WithLabelValues(cmp.Or(version, r.Version())).Set(1)
-	n.rings.Publish(r)
-	n.ringChanged()
-	n.log.Debug("ring published", "version", r.Version(), "members", r.Len())
-}
-
-// ringChanged tells the supernode's router (when this node runs one) that
-// the ring was published: it drops its records of the groups the ring no
-// longer makes it home to (supernode.Router.RingChanged).
-func (n *Node) ringChanged() {
-	if n.router != nil {
-		n.router.RingChanged()
-	}
+	d.m.ringInfo.Reset()
+	d.m.ringInfo.WithLabelValues(cmp.Or(version, r.Version())).Set(1)
+	d.cfg.Rings.Publish(r)
+	d.cfg.Published()
+	d.log.Debug("ring published", "version", r.Version(), "members", r.Len())
 }

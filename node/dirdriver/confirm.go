@@ -1,4 +1,4 @@
-package node
+package dirdriver
 
 import (
 	"context"
@@ -98,6 +98,14 @@ func (c *confirmations) forget(snap *directory.Snapshot) {
 	}
 }
 
+// ServingChanged tells the driver that the node began or stopped playing
+// the supernode role: its ring is filtered by confirmation only while it
+// serves, so the ring loop rebuilds.
+func (d *Driver) ServingChanged() { d.confirm.kick() }
+
+// ConfirmedForTest reports whether p is a supernode this node confirmed.
+func (d *Driver) ConfirmedForTest(p peer.ID) bool { return d.confirm.has(p) }
+
 // confirms is the pure rule: a connection from remote, whose identify
 // listed protos, confirms an entry that announced addrs when it speaks
 // the attach protocol and remote's IP is one the entry announced.
@@ -119,10 +127,11 @@ func confirms(remote ma.Multiaddr, protos []libp2pprotocol.ID, addrs []ma.Multia
 
 // filterConfirmed returns snap with only the entries a serving supernode
 // of an open network may put on its ring: itself, and confirmed ones.
-func (n *Node) filterConfirmed(snap *directory.Snapshot) *directory.Snapshot {
+func (d *Driver) filterConfirmed(snap *directory.Snapshot) *directory.Snapshot {
 	out := &directory.Snapshot{Version: snap.Version, Membership: snap.Membership, Entries: make([]directory.Entry, 0, len(snap.Entries))}
+	self := d.cfg.Host.ID()
 	for _, e := range snap.Entries {
-		if e.ID == n.host.ID() || n.confirm.has(e.ID) {
+		if e.ID == self || d.confirm.has(e.ID) {
 			out.Entries = append(out.Entries, e)
 		}
 	}
@@ -131,39 +140,40 @@ func (n *Node) filterConfirmed(snap *directory.Snapshot) *directory.Snapshot {
 
 // confirmsRing reports whether this node filters its ring by confirmation
 // now: it serves, and the network is open.
-func (n *Node) confirmsRing() bool { return n.serving.Load() && !n.cfg.Certified() }
+func (d *Driver) confirmsRing() bool { return d.cfg.Serving() && !d.cfg.Certified }
 
 // confirmLoop confirms directory entries as identify completes on
 // connections to them, and re-checks the open connections when the
 // directory changes (an entry may be announced after its connection was
 // identified).
-func (n *Node) confirmLoop(ctx context.Context) {
-	sub, err := n.host.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
+func (d *Driver) confirmLoop(ctx context.Context) {
+	h, dir := d.cfg.Host, d.cfg.Dir
+	sub, err := h.EventBus().Subscribe(new(event.EvtPeerIdentificationCompleted))
 	if err != nil {
-		n.log.Error("confirmations: subscribe to identify", "err", err)
+		d.log.Error("confirmations: subscribe to identify", "err", err)
 		return
 	}
 	defer sub.Close()
-	changes, cancel := n.dir.Subscribe()
+	changes, cancel := dir.Subscribe()
 	defer cancel()
 	check := func(p peer.ID, c network.Conn, protos []libp2pprotocol.ID) {
-		e, ok := n.dir.Snapshot().Get(p)
-		if ok && e.Role == protocol.RoleSupernode && confirms(c.RemoteMultiaddr(), protos, e.Addrs) && n.confirm.add(p) {
-			n.log.Debug("supernode confirmed", "peer", p.ShortString(), "at", c.RemoteMultiaddr())
+		e, ok := dir.Snapshot().Get(p)
+		if ok && e.Role == protocol.RoleSupernode && confirms(c.RemoteMultiaddr(), protos, e.Addrs) && d.confirm.add(p) {
+			d.log.Debug("supernode confirmed", "peer", p.ShortString(), "at", c.RemoteMultiaddr())
 		}
 	}
 	recheck := func() {
-		snap := n.dir.Snapshot()
-		n.confirm.forget(snap)
+		snap := dir.Snapshot()
+		d.confirm.forget(snap)
 		for _, e := range snap.Entries {
-			if e.ID == n.host.ID() || e.Role != protocol.RoleSupernode || n.confirm.has(e.ID) {
+			if e.ID == h.ID() || e.Role != protocol.RoleSupernode || d.confirm.has(e.ID) {
 				continue
 			}
-			protos, err := n.host.Peerstore().GetProtocols(e.ID)
+			protos, err := h.Peerstore().GetProtocols(e.ID)
 			if err != nil {
 				continue
 			}
-			for _, c := range n.host.Network().ConnsToPeer(e.ID) {
+			for _, c := range h.Network().ConnsToPeer(e.ID) {
 				check(e.ID, c, protos)
 			}
 		}
