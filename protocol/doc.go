@@ -158,7 +158,7 @@
 // What a receiver does with accepted entries is its own policy. A serving
 // supernode of an open network puts an entry on its ring only once it is
 // confirmed: a connection to the entry's peer ID from an IP address the
-// entry announced, whose identify lists [AttachID] (node/confirm.go). Every
+// entry announced, whose identify lists [AttachID] (node/dirdriver/confirm.go). Every
 // node, through package overlay/cluster: announced capacity counts at
 // most cluster.MaxCapacity (6,400) unless a certificate signs it; a new
 // entry's ring weight ramps from 1 to full in 4 steps over 360 of the

@@ -30,7 +30,7 @@ const (
 	ReasonFuture Reason = "issued_in_future"
 	// ReasonRateLimited: the signer, or the peer that forwarded it, sent
 	// more announcements than the receiver takes per interval. Ignored,
-	// not rejected (see node/directory.go).
+	// not rejected (see node/dirdriver/gossip.go).
 	ReasonRateLimited Reason = "rate_limited"
 	// ReasonBadSignature: a view entry's GossipSub message is not signed by
 	// the peer it names, or not for the directory topic (OpenSigned). A

@@ -406,9 +406,9 @@ func (r *Router) noLossSeries(c *seriesCollector) {
 		"Group resumes this supernode served as a group's home, by outcome: started, done, gap (done, but the replay log no longer held all that was asked: the member got a gap notice), refused (too many replays waiting: answered at once as not replayed).",
 		"outcome", map[string]*atomic.Uint64{"started": &s.ReplaysStarted, "done": &s.ReplaysDone, "gap": &s.ReplaysGap, "refused": &s.ReplaysRefused})
 	c.labelled("overlayd_supernode_group_replicas_total",
-		"Home replication of group messages, by event: sent (replica frames this home sent), held (replicas stored for another home), refused (replicas refused: not from the group's home cluster, not signed, or the store refused), timeout (publishes not replicated in time: the publisher was told BUSY and retries), retry_answered (a publisher's retry answered without numbering it again), sync (takeovers: a new home gathered the replicas), unsettled (publishes answered BUSY because this supernode had just started and its directory was still filling).",
+		"Home replication of group messages, by event: sent (replica frames this home sent), held (replicas stored for another home), refused (replicas refused: not from the group's home cluster, not signed, or the store refused), timeout (publishes not replicated in time: the publisher was told BUSY and retries), retry_answered (a publisher's retry answered without numbering it again), sync (takeovers: a new home gathered the replicas), unsettled (publishes answered BUSY because this supernode had just started and its directory was still filling), fill (a live replica came past a hole in this supernode's log: it asked the home to fill it from its log).",
 		"event", map[string]*atomic.Uint64{"sent": &s.ReplicasSent, "held": &s.ReplicasHeld, "refused": &s.ReplicasRefused,
-			"timeout": &s.ReplicationTimeouts, "retry_answered": &s.PublishRetries, "sync": &s.Syncs, "unsettled": &s.HomeUnsettled})
+			"timeout": &s.ReplicationTimeouts, "retry_answered": &s.PublishRetries, "sync": &s.Syncs, "unsettled": &s.HomeUnsettled, "fill": &s.ReplicaFills})
 	for _, u := range []struct {
 		name, help string
 		value      *atomic.Uint64

@@ -593,6 +593,44 @@ func TestClientResumesItsGroups(t *testing.T) {
 	if got := c.GroupStates(); !slices.Equal(got, want) {
 		t.Fatalf("group states %v, want %v", got, want)
 	}
+
+	// The supernode tells the fresh join where it stands; the session then
+	// ends before any message of fresh: the next session resumes fresh from
+	// there, so that what was published meanwhile is replayed.
+	sn.send(s, &pb.SessionFrame{Kind: &pb.SessionFrame_Resumed{Resumed: &pb.Resumed{Group: "fresh", Epoch: 8, Seq: 4}}})
+	id2 := protocol.NewMessageID()
+	publish2, err := protocol.SignPublish(pubKey, "g", id2, []byte("m11"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2, err := protocol.Stamp(homeKey, "g", 5, 11, publish2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn.send(s, &pb.SessionFrame{Kind: &pb.SessionFrame_GroupMessage{GroupMessage: &pb.GroupMessage{
+		Group: "g", Epoch: 5, Seq: 11, From: []byte(publisher), Id: id2, Publish: publish2, Stamp: st2}}})
+	if in := <-l.C; in.Kind != KindGroup || in.Seq != 11 {
+		t.Fatalf("listener got %+v, want message 11", in) // so the notice before it was read
+	}
+	if got := c.GroupStates(); !slices.Equal(got, []GroupState{{Group: "fresh"}, {Group: "g", Epoch: 5, Seq: 11}}) {
+		t.Fatalf("group states %v: the notice is where a resume begins, not a position", got)
+	}
+	s.Reset()
+	for {
+		select {
+		case f := <-sn.got:
+			op := f.GetGroupOp()
+			if op == nil || op.GetGroup() != "fresh" {
+				continue
+			}
+			if !op.GetJoin() || !op.GetResume() || op.GetResumeEpoch() != 8 || op.GetResumeSeq() != 4 {
+				t.Fatalf("join of fresh on the next session: %v, want resume from (8, 4)", op)
+			}
+			return
+		case <-time.After(10 * time.Second):
+			t.Fatal("no join of fresh on the next session")
+		}
+	}
 }
 
 // TestSendStoredAndOverQuota: a STORED answer (the recipient's home

@@ -243,8 +243,13 @@ func (m *messenger) handle(sess *session, f *pb.SessionFrame) {
 		m.publishLocal(Inbound{Kind: KindGap, Dropped: k.Gap.GetDropped(), Time: now})
 	case *pb.SessionFrame_Resumed:
 		// The home replayed what this client missed; what its log no
-		// longer held is a gap, never silence.
+		// longer held is a gap, never silence. At a fresh join it is
+		// where the supernode stood: where a session lost before the
+		// first message resumes from.
 		res := k.Resumed
+		m.mu.Lock()
+		m.groups.Start(res.GetGroup(), member.Pos{Epoch: res.GetEpoch(), Seq: res.GetSeq()})
+		m.mu.Unlock()
 		m.c.m.resumes.Inc()
 		if member.Gap(res.GetMissed(), res.GetMissedUnknown()) {
 			m.c.m.resumeGaps.Inc()

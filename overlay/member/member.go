@@ -26,6 +26,7 @@ func (p Pos) After(q Pos) bool { return p.Epoch > q.Epoch || p.Epoch == q.Epoch 
 type Groups struct {
 	joined map[string]bool
 	cursor map[string]Pos
+	start  map[string]Pos // Start's, until the first delivery
 	seen   *dedup.Window
 }
 
@@ -33,7 +34,7 @@ type Groups struct {
 // (which the client may share with its direct messages: the keys do not
 // collide).
 func New(seen *dedup.Window) *Groups {
-	return &Groups{joined: map[string]bool{}, cursor: map[string]Pos{}, seen: seen}
+	return &Groups{joined: map[string]bool{}, cursor: map[string]Pos{}, start: map[string]Pos{}, seen: seen}
 }
 
 // Join records that the client is a member of group.
@@ -43,6 +44,7 @@ func (g *Groups) Join(group string) { g.joined[group] = true }
 func (g *Groups) Leave(group string) {
 	delete(g.joined, group)
 	delete(g.cursor, group)
+	delete(g.start, group)
 }
 
 // Joined reports whether the client is a member of group: a group
@@ -59,10 +61,29 @@ func (g *Groups) Restore(group string, p Pos) {
 	}
 }
 
+// Start records p, where the member's supernode stood in group when the
+// member joined there (a Resumed notice at a fresh join), as where a new
+// session resumes while no message has been delivered: a session lost
+// before the first message then resumes from p, and what was published
+// while the member was away is replayed to it. It is not a position:
+// delivery is decided without it, so a supernode that lies about p can
+// make a resume ask for too little, never make the member drop a live
+// message. A joined group's position, once it has one, wins.
+func (g *Groups) Start(group string, p Pos) {
+	if !g.joined[group] || p == (Pos{}) {
+		return
+	}
+	g.start[group] = p
+}
+
 // Resume is where a new session resumes group from: the last message
-// delivered; false before the first (the join asks for no replay).
+// delivered, else where the member started (Start); false with neither
+// (the join asks for no replay).
 func (g *Groups) Resume(group string) (Pos, bool) {
-	p, ok := g.cursor[group]
+	if p, ok := g.cursor[group]; ok {
+		return p, ok
+	}
+	p, ok := g.start[group]
 	return p, ok
 }
 

@@ -73,3 +73,32 @@ func TestRestoreAndList(t *testing.T) {
 		t.Fatal("Gap: a complete replay reported, or a gap not")
 	}
 }
+
+// TestStartIsWhereAResumeBegins: a member with no message yet resumes
+// from where its supernode stood when it joined; the first delivery's
+// position wins over it; it never makes a live message a copy (a lying
+// supernode cannot make the member drop one); a leave forgets it.
+func TestStartIsWhereAResumeBegins(t *testing.T) {
+	g := New(dedup.New(64))
+	g.Start("chat", Pos{Epoch: 3, Seq: 9})
+	if _, ok := g.Resume("chat"); ok {
+		t.Fatal("a start was taken for a group not joined")
+	}
+	g.Join("chat")
+	g.Start("chat", Pos{Epoch: 3, Seq: 9})
+	if p, ok := g.Resume("chat"); !ok || p != (Pos{Epoch: 3, Seq: 9}) {
+		t.Fatalf("Resume %v %v, want 3.9", p, ok)
+	}
+	g.Start("chat", Pos{Epoch: 99, Seq: 1}) // a lie, or a later notice
+	if !g.Deliver("chat", Pos{Epoch: 3, Seq: 10}, []byte("a"), []byte("1")) {
+		t.Fatal("a live message after a start was not delivered")
+	}
+	if p, _ := g.Resume("chat"); p != (Pos{Epoch: 3, Seq: 10}) {
+		t.Fatalf("Resume %v, want the delivered 3.10", p)
+	}
+	g.Leave("chat")
+	g.Join("chat")
+	if _, ok := g.Resume("chat"); ok {
+		t.Fatal("a leave kept the start")
+	}
+}

@@ -2066,7 +2066,10 @@ func (x *Gap) GetDropped() uint64 {
 
 // Resumed ends a group resume: the home replayed the group's messages
 // through (epoch, seq); missed counts those the member asked for that the
-// home's replay log no longer held (0: nothing was lost).
+// home's replay log no longer held (0: nothing was lost). A member's
+// supernode also sends one (missed 0) at a fresh join, with its own
+// position in the group: a member with no position yet takes it as the
+// place to resume from (overlay/member Groups.Start).
 type Resumed struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Group  string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
@@ -2795,12 +2798,18 @@ func (x *ReplicaAck) GetSeq() uint64 {
 // ReplicaSync asks for the replicas held of group after (epoch,
 // after_seq). The answer is those replica frames, then a ReplicaSync with
 // done set and (epoch, after_seq) the last position sent.
+//
+// With fill set, a replica asks the group's home to fill a hole in its
+// log (a live replica came past a position its log lacks): the home, and
+// only while its ring names it the home, answers from its log as above,
+// done and fill set.
 type ReplicaSync struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
 	AfterSeq      uint64                 `protobuf:"varint,3,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
 	Done          bool                   `protobuf:"varint,4,opt,name=done,proto3" json:"done,omitempty"`
+	Fill          bool                   `protobuf:"varint,5,opt,name=fill,proto3" json:"fill,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2859,6 +2868,13 @@ func (x *ReplicaSync) GetAfterSeq() uint64 {
 func (x *ReplicaSync) GetDone() bool {
 	if x != nil {
 		return x.Done
+	}
+	return false
+}
+
+func (x *ReplicaSync) GetFill() bool {
+	if x != nil {
+		return x.Fill
 	}
 	return false
 }
@@ -4250,12 +4266,13 @@ const file_pb_overlayd_proto_rawDesc = "" +
 	"ReplicaAck\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x04R\x03seq\"j\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"~\n" +
 	"\vReplicaSync\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1b\n" +
 	"\tafter_seq\x18\x03 \x01(\x04R\bafterSeq\x12\x12\n" +
-	"\x04done\x18\x04 \x01(\bR\x04done\"L\n" +
+	"\x04done\x18\x04 \x01(\bR\x04done\x12\x12\n" +
+	"\x04fill\x18\x05 \x01(\bR\x04fill\"L\n" +
 	"\rPublishResult\x12\x0e\n" +
 	"\x02to\x18\x01 \x01(\fR\x02to\x12+\n" +
 	"\x06result\x18\x02 \x01(\v2\x13.overlayd.v1.ResultR\x06result\"\x97\x01\n" +

@@ -225,6 +225,17 @@ type Mutations struct {
 	// NoKeepGathered: a supernode that stops being a group's home while
 	// its sync gathers drops what the sync gathered.
 	NoKeepGathered bool
+	// NoReplayFromSync: a supernode with no position that refreshes a
+	// record new to it is replayed the record's own epoch only, not what
+	// its sync took in.
+	NoReplayFromSync bool
+	// NoJoinStart: a member's fresh join is not told the supernode's
+	// position (Resumed), so a member with no message yet has no position
+	// to resume from.
+	NoJoinStart bool
+	// NoReplicaFill: a replica appends a live replica past a hole in its
+	// log (it refused the ones before while its ring lagged), as before.
+	NoReplicaFill bool
 }
 
 // Stats are the core's cumulative counts (atomic: metrics read them
@@ -249,8 +260,9 @@ type Stats struct {
 	ReplaysStarted, ReplaysDone, ReplaysGap, ReplaysRefused, Replayed, ResumesTimedOut, ResumesResent, ReplayLogFailed atomic.Uint64
 	// Home replication: replica frames sent, replicas held, refused,
 	// publishes not replicated in time, retries answered without
-	// renumbering, syncs started, publishes answered BUSY while unsettled.
-	ReplicasSent, ReplicasHeld, ReplicasRefused, ReplicationTimeouts, PublishRetries, Syncs, HomeUnsettled atomic.Uint64
+	// renumbering, syncs started, publishes answered BUSY while unsettled,
+	// fills asked of a home (a hole in this supernode's log).
+	ReplicasSent, ReplicasHeld, ReplicasRefused, ReplicationTimeouts, PublishRetries, Syncs, HomeUnsettled, ReplicaFills atomic.Uint64
 }
 
 // Core is one supernode's group messaging, as a state machine: each
@@ -287,7 +299,10 @@ type Core struct {
 	replayTurn  uint64
 	pendingPubs map[pubKey]*pendingPublish
 	syncs       map[string]*groupSync
-	restamped   map[restampKey][]byte
+	// fills are the holes in this supernode's log it asked a group's
+	// home to fill (replica.go, askFill), by group.
+	fills     map[string]*groupFill
+	restamped map[restampKey][]byte
 	// replayBudget is ReplayFramesPerTick; raised by benchmarks.
 	replayBudget int
 }
@@ -333,6 +348,7 @@ func New(cfg Config) (*Core, error) {
 		replays:      map[replayKey]*replayJob{},
 		pendingPubs:  map[pubKey]*pendingPublish{},
 		syncs:        map[string]*groupSync{},
+		fills:        map[string]*groupFill{},
 		restamped:    map[restampKey][]byte{},
 		replayBudget: ReplayFramesPerTick,
 	}, nil

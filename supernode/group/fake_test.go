@@ -32,7 +32,10 @@ func (n *fakeNet) Send(to string, f *pb.RelayFrame) bool {
 }
 func (n *fakeNet) SendGroup(to string, f *pb.RelayFrame) bool { return n.Send(to, f) }
 
-type fakeLocal struct{ results []*pb.Result }
+type fakeLocal struct {
+	results []*pb.Result
+	resumed []*pb.Resumed
+}
 
 func (l *fakeLocal) Attached(string) bool             { return true }
 func (l *fakeLocal) Join(string, string)              {}
@@ -42,6 +45,9 @@ func (l *fakeLocal) Deliver(string, *pb.GroupMessage) {}
 func (l *fakeLocal) ToClient(_ string, f *pb.SessionFrame) {
 	if r := f.GetResult(); r != nil {
 		l.results = append(l.results, r)
+	}
+	if r := f.GetResumed(); r != nil {
+		l.resumed = append(l.resumed, r)
 	}
 }
 

@@ -42,7 +42,12 @@ type homeGroup struct {
 	// nothing yet; waiting are the publishes that came meanwhile (at most
 	// MaxWaitingPublishes), numbered when it ends.
 	syncing bool
-	waiting []*pb.GroupPublish
+	// syncedAfter is the log position the record's sync asked after
+	// (synced: it asked): what the log holds past it came from the sync
+	// or was numbered here.
+	syncedAfter Pos
+	synced      bool
+	waiting     []*pb.GroupPublish
 	// numbered and acked remember the position given to each publish ID,
 	// and which were acknowledged, so that a retry is numbered once.
 	numbered, acked publishIDs
@@ -261,6 +266,7 @@ func (c *Core) Membership(now time.Time, from string, b *pb.MembershipBatch) {
 			c.startReplay(hg, k, Pos{Epoch: hg.epoch})
 			if j := c.replays[k]; j != nil {
 				j.record = true
+				j.fromSync = !c.cfg.Mutations.NoReplayFromSync
 			}
 		}
 	}

@@ -228,3 +228,191 @@ func TestRingChangeKeepsGathered(t *testing.T) {
 		}
 	}
 }
+
+// claimVerifier takes every membership claim as a join at supernode sn.
+type claimVerifier struct {
+	okVerifier
+	sn string
+}
+
+func (v claimVerifier) VerifyMembership(_ []byte, _, _ string) (Claim, error) {
+	return Claim{Supernode: v.sn, Join: true}, nil
+}
+
+// TestRecordReplayFromSync: a supernode whose ring still named a dead
+// home sent its member's join there; meanwhile another home numbered
+// messages that never reached it (that home never learnt the member). The
+// dead home back, its record's sync takes those messages in from a
+// replica, and its replay to the supernode (no position: nothing reached
+// it) starts where the sync began, not at the record's own epoch
+// (testnet/groupsim seeds 105, 1757, 2381).
+func TestRecordReplayFromSync(t *testing.T) {
+	for _, mutated := range []bool{false, true} {
+		log := &memLog{}
+		c := newTestCore(t, log)
+		c.cfg.Verifier = claimVerifier{sn: "sn"}
+		c.cfg.Mutations.NoReplayFromSync = mutated
+		net := c.cfg.Net.(*fakeNet)
+		now := time.Unix(1000, 0)
+		_ = log.AppendReplay("g", Entry{Epoch: 3, Seq: 1, Data: EncodeEntry(EntryReplica, &pb.GroupMessage{Group: "g", Epoch: 3, Seq: 1})})
+		// The supernode's refresh, with no position, makes the record,
+		// which syncs after 3.1.
+		c.Membership(now, "sn", &pb.MembershipBatch{Records: []*pb.MembershipRecord{{Group: "g", Member: []byte("m"), Supernode: []byte("sn"), Join: true, Refresh: true, Claim: []byte("claim")}}})
+		if c.syncs["g"] == nil {
+			t.Fatal("no sync started")
+		}
+		// The other home's messages, from a replica's answer.
+		for seq := uint64(1); seq <= 2; seq++ {
+			c.Replica("r1", &pb.GroupMessage{Group: "g", Epoch: 5, Seq: seq, From: []byte("client"), Id: []byte{byte(seq)}})
+		}
+		c.ReplicaSync(now, "r1", &pb.ReplicaSync{Group: "g", Epoch: 5, AfterSeq: 2, Done: true})
+		c.ReplicaSync(now, "r2", &pb.ReplicaSync{Group: "g", Epoch: 3, AfterSeq: 1, Done: true})
+		if c.homes["g"].syncing {
+			t.Fatal("the sync did not end")
+		}
+		for range 3 {
+			c.Tick(now)
+		}
+		var got []Pos
+		for _, s := range net.sent {
+			if gm := s.f.GetGroupMessage(); gm != nil && s.to == "sn" {
+				got = append(got, Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()})
+			}
+		}
+		want := []Pos{{5, 1}, {5, 2}}
+		if mutated {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("mutated=%v: replayed to the supernode %v, want %v", mutated, got, want)
+		}
+	}
+}
+
+// TestFreshJoinIsToldThePosition: a member's fresh join is told where its
+// supernode stands in the group (a Resumed notice), so that a member that
+// loses its session before its first message resumes from there and is
+// replayed what was published while it was away (testnet/groupsim seeds
+// 2056, 2478, 2933). A supernode with no position has nothing to tell.
+func TestFreshJoinIsToldThePosition(t *testing.T) {
+	for _, mutated := range []bool{false, true} {
+		c := newTestCore(t, &memLog{})
+		c.cfg.Verifier = claimVerifier{sn: "self"}
+		c.cfg.Mutations.NoJoinStart = mutated
+		local := c.cfg.Local.(*fakeLocal)
+		now := time.Unix(1000, 0)
+		c.GroupOp(now, "first", &pb.GroupOp{Group: "g", Join: true, Claim: []byte("claim")})
+		if len(local.resumed) != 0 {
+			t.Fatalf("told %v with no position here", local.resumed)
+		}
+		c.pos["g"] = Pos{Epoch: 7, Seq: 12}
+		c.GroupOp(now, "m", &pb.GroupOp{Group: "g", Join: true, Claim: []byte("claim")})
+		if mutated {
+			if len(local.resumed) != 0 {
+				t.Fatalf("with NoJoinStart: told %v", local.resumed)
+			}
+			continue
+		}
+		if len(local.resumed) != 1 || local.resumed[0].GetGroup() != "g" || local.resumed[0].GetEpoch() != 7 || local.resumed[0].GetSeq() != 12 || local.resumed[0].GetMissed() != 0 {
+			t.Fatalf("told %v, want one Resumed at 7.12 with nothing missed", local.resumed)
+		}
+	}
+}
+
+// TestReplicaFillsItsHole: a live replica that comes past a hole in the
+// replica's log (it refused the ones before while its ring lagged) is not
+// appended nor acknowledged; the replica asks the home to fill the hole
+// from its log, appends the answer in order, and takes live replicas
+// again. Appended past the hole, the log kept it, and as the next home the
+// replica replayed past it (testnet/groupsim seeds 126, 253, 1409).
+func TestReplicaFillsItsHole(t *testing.T) {
+	for _, mutated := range []bool{false, true} {
+		log := &memLog{}
+		c := newTestCore(t, log)
+		c.cfg.Ring = fakeRing{home: "h", cluster: []string{"h", "self", "r"}}
+		c.cfg.Mutations.NoReplicaFill = mutated
+		net := c.cfg.Net.(*fakeNet)
+		const e = 7
+		gm := func(seq uint64, replay bool) *pb.GroupMessage {
+			return &pb.GroupMessage{Group: "g", Epoch: e, Seq: seq, From: []byte("client"), Id: []byte{byte(seq)}, Replay: replay}
+		}
+		seqs := func() (s []uint64) {
+			for _, en := range log.logs["g"] {
+				s = append(s, en.Seq)
+			}
+			return s
+		}
+		acks := func() (s []uint64) {
+			for _, x := range net.sent {
+				if a := x.f.GetReplicaAck(); a != nil {
+					s = append(s, a.GetSeq())
+				}
+			}
+			return s
+		}
+		c.Replica("h", gm(1, false))
+		c.Replica("h", gm(3, false)) // 2 was refused while the ring lagged
+		if mutated {
+			if !slices.Equal(seqs(), []uint64{1, 3}) || !slices.Equal(acks(), []uint64{1, 3}) {
+				t.Fatalf("with NoReplicaFill: log %v, acks %v, want 1 and 3 appended past the hole", seqs(), acks())
+			}
+			continue
+		}
+		if !slices.Equal(seqs(), []uint64{1}) || !slices.Equal(acks(), []uint64{1}) {
+			t.Fatalf("log %v, acks %v: 3 was taken past the hole at 2", seqs(), acks())
+		}
+		var ask *pb.ReplicaSync
+		for _, x := range net.sent {
+			if s := x.f.GetReplicaSync(); s != nil && x.to == "h" {
+				ask = s
+			}
+		}
+		if ask == nil || !ask.GetFill() || ask.GetDone() || ask.GetEpoch() != e || ask.GetAfterSeq() != 1 {
+			t.Fatalf("asked the home %v, want a fill after %d.1", ask, e)
+		}
+		now := time.Unix(1000, 0)
+		c.Replica("h", gm(2, true)) // the home's answer
+		c.Replica("h", gm(3, true))
+		c.ReplicaSync(now, "h", &pb.ReplicaSync{Group: "g", Epoch: e, AfterSeq: 3, Done: true, Fill: true})
+		c.Replica("h", gm(4, false))
+		if !slices.Equal(seqs(), []uint64{1, 2, 3, 4}) || !slices.Equal(acks(), []uint64{1, 4}) || len(c.fills) != 0 {
+			t.Fatalf("after the fill: log %v, acks %v, fills %d; want 1 to 4, acks 1 and 4 (a fill is not acknowledged), none pending", seqs(), acks(), len(c.fills))
+		}
+	}
+}
+
+// TestHomeAnswersAFill: a home answers a replica's fill from its log,
+// replayed frames then done and fill; a supernode whose ring does not
+// name it the home answers nothing.
+func TestHomeAnswersAFill(t *testing.T) {
+	log := &memLog{}
+	c := newTestCore(t, log)
+	net := c.cfg.Net.(*fakeNet)
+	for seq := uint64(1); seq <= 3; seq++ {
+		_ = log.AppendReplay("g", Entry{Epoch: 7, Seq: seq, Data: EncodeEntry(EntryReplica, &pb.GroupMessage{Group: "g", Epoch: 7, Seq: seq})})
+	}
+	now := time.Unix(1000, 0)
+	c.ReplicaSync(now, "r1", &pb.ReplicaSync{Group: "g", Epoch: 7, AfterSeq: 1, Fill: true})
+	var got []uint64
+	var done *pb.ReplicaSync
+	for _, x := range net.sent {
+		if gm := x.f.GetReplica(); gm != nil && x.to == "r1" {
+			if !gm.GetReplay() {
+				t.Fatalf("fill frame %d not marked replay", gm.GetSeq())
+			}
+			got = append(got, gm.GetSeq())
+		}
+		if s := x.f.GetReplicaSync(); s != nil && x.to == "r1" {
+			done = s
+		}
+	}
+	if !slices.Equal(got, []uint64{2, 3}) || done == nil || !done.GetDone() || !done.GetFill() || done.GetAfterSeq() != 3 {
+		t.Fatalf("answered %v then %v, want 2, 3 then done and fill at 3", got, done)
+	}
+	net.sent = nil
+	c.cfg.Ring = fakeRing{home: "other", cluster: []string{"other", "self", "r1"}}
+	c.ReplicaSync(now, "r1", &pb.ReplicaSync{Group: "g", Epoch: 7, AfterSeq: 1, Fill: true})
+	if len(net.sent) != 0 {
+		t.Fatalf("not the home by its ring, it answered %d frames", len(net.sent))
+	}
+}

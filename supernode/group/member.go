@@ -67,6 +67,14 @@ func (c *Core) GroupOp(now time.Time, client string, op *pb.GroupOp) {
 		} else {
 			delete(c.resuming[client], g)
 			c.joinLocal(g, client)
+			if at, ok := c.pos[g]; ok && !c.cfg.Mutations.NoJoinStart {
+				// The member starts after this supernode's position: a
+				// member that lost its session before its first message
+				// came back with no position to resume from, and missed
+				// what was published while it was away (found by
+				// testnet/groupsim, seeds 2056, 2478, 2933).
+				c.cfg.Local.ToClient(client, &pb.SessionFrame{Kind: &pb.SessionFrame_Resumed{Resumed: &pb.Resumed{Group: g, Epoch: at.Epoch, Seq: at.Seq}}})
+			}
 		}
 	} else {
 		delete(c.joined[client], g)

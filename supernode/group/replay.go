@@ -117,6 +117,13 @@ type replayJob struct {
 	// position, and a later home's may be older (clocks differ).
 	record bool
 	sent   bool
+	// fromSync: a record's replay starts, once the record's sync is
+	// over, where the sync began, not at the record's own epoch: what
+	// the sync took in was numbered by a home that never learnt this
+	// supernode's members, whose joins came here while its ring still
+	// named this supernode, dead (found by testnet/groupsim, seed 1757,
+	// Mutations.NoReplayFromSync).
+	fromSync bool
 }
 
 // startReplay queues a replay of group to sn after position from.
@@ -187,6 +194,12 @@ func (c *Core) replayStep() {
 func (c *Core) replayJobStep(j *replayJob, budget int) int {
 	if c.replays[j.key] != j {
 		return 0 // finished or replaced during this tick
+	}
+	if j.fromSync {
+		j.fromSync = false
+		if hg := c.homes[j.key.group]; hg != nil && hg.synced && j.after.After(hg.syncedAfter) {
+			j.after = hg.syncedAfter
+		}
 	}
 	n := min(replayBatch, budget)
 	entries, first, ok := c.cfg.Replay.ReplayAfter(j.key.group, j.after, n)

@@ -215,6 +215,15 @@ func (c *Core) sweepReplication(now time.Time) {
 	for _, g := range groupsOf(late) {
 		c.release(g)
 	}
+	for _, g := range sortedKeys(c.fills) {
+		switch f := c.fills[g]; {
+		case f.asked.IsZero():
+			f.asked = now
+		case now.Sub(f.asked) >= SyncReask:
+			f.asked = now
+			c.sendFill(g, f)
+		}
+	}
 	var waiting []*pb.GroupPublish
 	for _, g := range sortedKeys(c.syncs) {
 		s := c.syncs[g]
@@ -346,13 +355,31 @@ func (c *Core) Replica(from string, gm *pb.GroupMessage) {
 	// A live replica is stamped by the home that sends it; a sync answer
 	// carries the stamp of the home that numbered it, which may be gone.
 	// Either way the publisher's signature must hold.
+	// A fill answer (a replay of the home's log, asked for by askFill)
+	// holds what earlier homes stamped, like a sync answer.
+	f := c.fills[g]
+	filling := !syncing && gm.GetReplay() && f != nil && f.from == from
 	isHome := func(p string) bool { return p == from }
-	if syncing {
+	if syncing || filling {
 		isHome = func(string) bool { return true }
 	}
 	if err := c.cfg.Verifier.OpenGroupMessage(gm, isHome); err != nil {
 		c.stats.ReplicasRefused.Add(1)
 		return
+	}
+	if !syncing && !filling && !c.cfg.Mutations.NoReplicaFill {
+		// A live replica past a hole in the log is not appended: the
+		// log is append-only, and the hole (live replicas this
+		// supernode refused while its ring lagged) would stay; as the
+		// next home it replayed past it, and members that resumed
+		// there missed what it lacked (found by testnet/groupsim,
+		// seeds 126, 253, 1409). Not acknowledged, it is held by the
+		// home's other replicas; the home fills the hole from its log.
+		if last, ok := c.cfg.Replay.ReplayLast(g); ok && holeBefore(last, Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}) {
+			c.askFill(g, from, last)
+			c.stats.ReplicasRefused.Add(1)
+			return
+		}
 	}
 	if syncing && !c.cfg.Mutations.NoSyncMerge {
 		// Gathered, and appended in order when the sync ends: appended
@@ -379,9 +406,73 @@ func (c *Core) Replica(from string, gm *pb.GroupMessage) {
 		return
 	}
 	c.stats.ReplicasHeld.Add(1)
-	if !syncing {
+	if !syncing && !filling {
 		c.cfg.Net.Send(from, &pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaAck{ReplicaAck: &pb.ReplicaAck{Group: g, Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}}})
 	}
+}
+
+// holeBefore reports whether a live replica at p leaves a hole after the
+// log's last position: a later seq of the same epoch than the next, or a
+// new epoch not at its first message. A position the home dropped (no
+// majority in time) is a hole too; the fill finds the home's log without
+// it, and nothing is lost but one exchange.
+func holeBefore(last, p Pos) bool {
+	if p.Epoch == last.Epoch {
+		return p.Seq > last.Seq+1
+	}
+	return p.Epoch > last.Epoch && p.Seq > 1
+}
+
+// groupFill is a hole in this supernode's log that it asked the group's
+// home to fill.
+type groupFill struct {
+	from  string
+	after Pos
+	asked time.Time // zero until the next tick stamps it
+}
+
+// askFill asks home to fill group g's log after last: the home answers
+// with the entries of its log after last (as replayed Replica frames),
+// then a ReplicaSync with done and fill. One fill a group at a time,
+// asked again every SyncReask until answered (sweepReplication).
+func (c *Core) askFill(g, home string, last Pos) {
+	if f := c.fills[g]; f != nil && f.from == home && f.after == last {
+		return
+	}
+	if c.fills[g] == nil && len(c.fills) >= c.cfg.MaxHomeGroups {
+		return
+	}
+	c.fills[g] = &groupFill{from: home, after: last}
+	c.sendFill(g, c.fills[g])
+}
+
+func (c *Core) sendFill(g string, f *groupFill) {
+	c.stats.ReplicaFills.Add(1)
+	c.cfg.Net.Send(f.from, &pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: g, Epoch: f.after.Epoch, AfterSeq: f.after.Seq, Fill: true}}})
+}
+
+// answerFill answers a replica's fill of group g after pos from this
+// home's log, while its ring names it the home.
+func (c *Core) answerFill(from string, s *pb.ReplicaSync) {
+	g := s.GetGroup()
+	if !c.isGroupHome(g) || !c.inHomeCluster(g, from) || c.cfg.Replay == nil || !c.cfg.Fanout.TryAcquire() {
+		return // asked again
+	}
+	defer func() { _ = c.cfg.Fanout.Release() }()
+	pos := Pos{Epoch: s.GetEpoch(), Seq: s.GetAfterSeq()}
+	es, _, _ := c.cfg.Replay.ReplayAfter(g, pos, ReplayTailMax)
+	for _, e := range es {
+		_, gm, ok := DecodeEntry(e.Data)
+		if !ok {
+			continue
+		}
+		gm.Replay = true
+		if !c.cfg.Net.Send(from, &pb.RelayFrame{Kind: &pb.RelayFrame_Replica{Replica: gm}}) {
+			break
+		}
+		pos = Pos{Epoch: e.Epoch, Seq: e.Seq}
+	}
+	c.cfg.Net.Send(from, &pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: g, Epoch: pos.Epoch, AfterSeq: pos.Seq, Done: true, Fill: true}}})
 }
 
 // groupSync is a new home gathering the replicas of a group.
@@ -454,6 +545,7 @@ func (c *Core) askSync(now time.Time, hg *homeGroup, g string, s *groupSync) boo
 	}
 	hg.syncing = true
 	last, _ := c.cfg.Replay.ReplayLast(g)
+	hg.syncedAfter, hg.synced = last, true
 	s.waiting, s.deadline, s.asked = reps, now.Add(SyncTimeout), now
 	s.request = &pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: g, Epoch: last.Epoch, AfterSeq: last.Seq}}}
 	c.syncs[g] = s
@@ -469,6 +561,14 @@ func (c *Core) askSync(now time.Time, hg *homeGroup, g string, s *groupSync) boo
 func (c *Core) ReplicaSync(now time.Time, from string, s *pb.ReplicaSync) {
 	g := s.GetGroup()
 	if !c.validGroup(g) {
+		return
+	}
+	if s.GetFill() {
+		if !s.GetDone() {
+			c.answerFill(from, s)
+		} else if f := c.fills[g]; f != nil && f.from == from {
+			delete(c.fills, g)
+		}
 		return
 	}
 	if s.GetDone() {

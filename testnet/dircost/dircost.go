@@ -39,7 +39,7 @@ type Params struct {
 	// Origins is how many announcements' gossip is followed through the
 	// supernode tier, from random origins.
 	Origins int
-	// Degree is GossipSub's D (node/directory.go gossipParams: 8).
+	// Degree is GossipSub's D (node/dirdriver gossipParams: 8).
 	Degree int
 	// LatencyMin and LatencyMax bound a link's one-way latency (uniform,
 	// fixed per link): they decide which copy of a message arrives first.
@@ -174,7 +174,7 @@ func Compute(sizes []int, p Params) ([]Row, error) {
 // costToday is today's design at s supernodes: each announces every Base;
 // an ordinary node, a leaf in its supernode's mesh, receives each
 // announcement once and checks it; a supernode, connected to every other
-// (meshLoop), receives the origin's flood-published copy and one from
+// (node/dirdriver meshLoop), receives the origin's flood-published copy and one from
 // each mesh peer (todayMesh) that forwards it.
 func costToday(s int, p Params, w wire, rng *rand.Rand) Row {
 	rate := announceRate(s, p.Base, p, rng)
@@ -486,7 +486,7 @@ func RefreshMarkdown(rows []Row) string {
 }
 
 // todayMesh is the GossipSub mesh of today's supernode tier, where every
-// supernode is connected to every other (meshLoop): each grafts Degree
+// supernode is connected to every other (node/dirdriver meshLoop): each grafts Degree
 // random others (the heartbeat grafts up to D while the mesh is below
 // Dlo) and accepts every graft (Dhi is at least 4,096), so its mesh is
 // the Degree it chose and those that chose it, about 2×Degree. Leaves

@@ -340,7 +340,7 @@ func (*gossipCounter) UndeliverableMessage(*pubsub.Message)                 {}
 // TestDirCostGossipSub checks the model's GossipSub arithmetic against
 // go-libp2p-pubsub itself: 60 nodes on a mocknet, every one connected to
 // every other (today's supernode tier), with the daemon's GossipSub
-// parameters (node/directory.go gossipParams at a 10 s interval) and
+// parameters (node/dirdriver gossipParams at a 10 s interval) and
 // flood publishing, each publishing a 100-byte message every 2 s (30 a
 // second in all) for 10 s after 5 s of warm-up, in real time. It prints
 // the copies of a message a node receives and the IHAVE message IDs it

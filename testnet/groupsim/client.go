@@ -274,6 +274,7 @@ func (c *client) receive(f *pb.SessionFrame) {
 		if r.GetMissed() > 0 || r.GetMissedUnknown() {
 			c.s.chk.gap(c, r.GetGroup())
 		}
+		c.mg.Start(r.GetGroup(), member.Pos{Epoch: r.GetEpoch(), Seq: r.GetSeq()})
 	case *pb.SessionFrame_Result:
 		c.result(k.Result)
 	}

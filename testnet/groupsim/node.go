@@ -166,7 +166,7 @@ func (n *snode) crash() {
 // restart begins a new life with the log that survived. Its ring holds
 // only itself until its directory fills; it is settled two announce
 // intervals after it started. It hears every live supernode within one
-// interval, as node/directory.go's settle rule assumes (each announces
+// interval, as node/dirdriver's settle rule assumes (each announces
 // once an interval): the others learn of it at their own pace (slow-ring
 // included). Modelled with slow-ring's 3 s for its own view, it settled
 // before it knew a live supernode, took a group over without the log
