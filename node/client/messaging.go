@@ -320,7 +320,11 @@ func (m *messenger) sessionStarted(sess *session) {
 				op.GetGroupOp().Resume, op.GetGroupOp().ResumeEpoch, op.GetGroupOp().ResumeSeq = true, p.Epoch, p.Seq
 			}
 			m.mu.Unlock()
-			_ = sess.write(m.c.now(), op)
+			if sess.write(m.c.now(), op) == nil {
+				m.mu.Lock()
+				m.groups.Sent(g)
+				m.mu.Unlock()
+			}
 		}
 	}
 }
@@ -497,7 +501,15 @@ func (c *Client) groupOp(group string, join bool) error {
 	if err != nil {
 		return fmt.Errorf("sign membership: %w", err)
 	}
-	return sess.write(c.now(), op)
+	if err := sess.write(c.now(), op); err != nil {
+		return err
+	}
+	if join {
+		c.msg.mu.Lock()
+		c.msg.groups.Sent(group)
+		c.msg.mu.Unlock()
+	}
+	return nil
 }
 
 // Groups lists the groups this client has joined, in no particular order.

@@ -26,7 +26,8 @@ func (p Pos) After(q Pos) bool { return p.Epoch > q.Epoch || p.Epoch == q.Epoch 
 type Groups struct {
 	joined map[string]bool
 	cursor map[string]Pos
-	start  map[string]Pos // Start's, until the first delivery
+	start  map[string]Pos  // Start's, until the first delivery
+	sent   map[string]bool // Sent's: the join reached a session
 	seen   *dedup.Window
 }
 
@@ -34,7 +35,7 @@ type Groups struct {
 // (which the client may share with its direct messages: the keys do not
 // collide).
 func New(seen *dedup.Window) *Groups {
-	return &Groups{joined: map[string]bool{}, cursor: map[string]Pos{}, start: map[string]Pos{}, seen: seen}
+	return &Groups{joined: map[string]bool{}, cursor: map[string]Pos{}, start: map[string]Pos{}, sent: map[string]bool{}, seen: seen}
 }
 
 // Join records that the client is a member of group.
@@ -45,6 +46,7 @@ func (g *Groups) Leave(group string) {
 	delete(g.joined, group)
 	delete(g.cursor, group)
 	delete(g.start, group)
+	delete(g.sent, group)
 }
 
 // Joined reports whether the client is a member of group: a group
@@ -76,15 +78,34 @@ func (g *Groups) Start(group string, p Pos) {
 	g.start[group] = p
 }
 
+// Sent records that the join of group was written to a session: from
+// then on the membership is owed every message published after it took
+// effect, whether or not the member was told where it starts.
+func (g *Groups) Sent(group string) {
+	if g.joined[group] {
+		g.sent[group] = true
+	}
+}
+
 // Resume is where a new session resumes group from: the last message
-// delivered, else where the member started (Start); false with neither
-// (the join asks for no replay).
+// delivered, else where the member started (Start), else, for a join
+// that reached a session but was never told where it starts, the zero
+// position: the home replays its whole log, so the member may deliver
+// messages from before its join but misses none after it. A supernode
+// with no position of the group has nothing to tell a fresh join, and a
+// member that lost that session before its first message came back
+// with a fresh join, told the next supernode's position, and missed what
+// was published while it was away (found by testnet/groupsim, seed
+// 2020). False when the join never reached a session: it asks for no
+// replay.
 func (g *Groups) Resume(group string) (Pos, bool) {
 	if p, ok := g.cursor[group]; ok {
 		return p, ok
 	}
-	p, ok := g.start[group]
-	return p, ok
+	if p, ok := g.start[group]; ok {
+		return p, ok
+	}
+	return Pos{}, g.sent[group]
 }
 
 // State is a joined group and its position.

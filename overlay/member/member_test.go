@@ -102,3 +102,31 @@ func TestStartIsWhereAResumeBegins(t *testing.T) {
 		t.Fatal("a leave kept the start")
 	}
 }
+
+// TestSentJoinResumesFromTheLogsStart: a join that reached a session but
+// was never told where it starts resumes from the zero position (the
+// home's whole log) on the next session, not afresh (groupsim seed 2020).
+func TestSentJoinResumesFromTheLogsStart(t *testing.T) {
+	g := New(dedup.New(64))
+	g.Sent("chat")
+	if _, ok := g.Resume("chat"); ok {
+		t.Fatal("a group not joined resumes")
+	}
+	g.Join("chat")
+	if _, ok := g.Resume("chat"); ok {
+		t.Fatal("a join no session took asks for a replay")
+	}
+	g.Sent("chat")
+	if p, ok := g.Resume("chat"); !ok || p != (Pos{}) {
+		t.Fatalf("Resume %v %v, want the zero position", p, ok)
+	}
+	g.Start("chat", Pos{Epoch: 3, Seq: 9})
+	if p, ok := g.Resume("chat"); !ok || p != (Pos{Epoch: 3, Seq: 9}) {
+		t.Fatalf("Resume %v %v, want the start 3.9", p, ok)
+	}
+	g.Leave("chat")
+	g.Join("chat")
+	if _, ok := g.Resume("chat"); ok {
+		t.Fatal("a leave kept the sent join")
+	}
+}

@@ -236,6 +236,18 @@ type Mutations struct {
 	// NoReplicaFill: a replica appends a live replica past a hole in its
 	// log (it refused the ones before while its ring lagged), as before.
 	NoReplicaFill bool
+	// NoSentResume: a member whose join reached a session but was never
+	// told where it starts joins afresh on the next session. The fix is
+	// the member's (overlay/member's Sent); the core never reads this:
+	// the simulator's clients do.
+	NoSentResume bool
+	// NoSyncAnswersOnly: a syncing supernode gathers a live replica from
+	// a peer it waits for as if it were that peer's answer.
+	NoSyncAnswersOnly bool
+	// NoFollowedPastReplay: a supernode's own replay from a home makes
+	// its position follow that home even when the position is past the
+	// replay's end (another home's frames brought it there).
+	NoFollowedPastReplay bool
 }
 
 // Stats are the core's cumulative counts (atomic: metrics read them

@@ -109,6 +109,7 @@ func (c *client) attach(n *snode) {
 			op.Resume, op.ResumeEpoch, op.ResumeSeq = true, p.Epoch, p.Seq
 		}
 		c.sendOp(op)
+		c.sent(g)
 	}
 	for _, k := range sortedKeys(c.pubs) {
 		if p := c.pubs[k]; !p.done {
@@ -204,6 +205,14 @@ func (c *client) join(g string) {
 	c.s.chk.joined(c, g)
 	if c.at != nil {
 		c.sendOp(c.groupOp(c.at, g, true))
+		c.sent(g)
+	}
+}
+
+// sent records that g's join reached a session (member.Groups.Sent).
+func (c *client) sent(g string) {
+	if !c.s.p.Mutations.NoSentResume {
+		c.mg.Sent(g)
 	}
 }
 
