@@ -186,12 +186,11 @@ func TestResumeCatchUp(t *testing.T) {
 }
 
 // TestRingChangeKeepsGathered: a supernode whose ring named it a group's
-// home for a moment gathers, as answers to its sync, the live replicas of
-// the home that kept the role. When its ring names that home again, what
-// it gathered goes into its log: dropped with the sync, the next live
-// replica was appended after a hole, and this supernode, home again
-// later, synced after that replica and replayed past the hole
-// (testnet/groupsim seed 662).
+// home for a moment gathers the answers to its sync. When its ring names
+// the other home again, what it gathered goes into its log: dropped with
+// the sync, the next live replica was appended after a hole, and this
+// supernode, home again later, synced after that replica and replayed
+// past the hole (testnet/groupsim seed 662).
 func TestRingChangeKeepsGathered(t *testing.T) {
 	for _, mutated := range []bool{false, true} {
 		log := &memLog{}
@@ -204,15 +203,15 @@ func TestRingChangeKeepsGathered(t *testing.T) {
 			t.Fatal("no sync started")
 		}
 		const e = 7
-		replica := func(seq uint64) *pb.GroupMessage {
-			return &pb.GroupMessage{Group: "g", Epoch: e, Seq: seq, From: []byte("client"), Id: []byte{byte(seq)}}
+		replica := func(seq uint64, answer bool) *pb.GroupMessage {
+			return &pb.GroupMessage{Group: "g", Epoch: e, Seq: seq, From: []byte("client"), Id: []byte{byte(seq)}, Replay: answer}
 		}
-		c.Replica("r1", replica(1)) // the live home's replicas, taken as answers
-		c.Replica("r1", replica(2))
+		c.Replica("r1", replica(1, true)) // r1's answer to the sync
+		c.Replica("r1", replica(2, true))
 		// Its ring names r1 home again: the record and its sync go.
 		c.cfg.Ring = fakeRing{home: "r1", cluster: []string{"r1", "self", "r2"}}
 		c.RingChanged()
-		c.Replica("r1", replica(3)) // a live replica again
+		c.Replica("r1", replica(3, false)) // a live replica
 		var seqs []uint64
 		for _, en := range log.logs["g"] {
 			seqs = append(seqs, en.Seq)
@@ -263,7 +262,7 @@ func TestRecordReplayFromSync(t *testing.T) {
 		}
 		// The other home's messages, from a replica's answer.
 		for seq := uint64(1); seq <= 2; seq++ {
-			c.Replica("r1", &pb.GroupMessage{Group: "g", Epoch: 5, Seq: seq, From: []byte("client"), Id: []byte{byte(seq)}})
+			c.Replica("r1", &pb.GroupMessage{Group: "g", Epoch: 5, Seq: seq, From: []byte("client"), Id: []byte{byte(seq)}, Replay: true})
 		}
 		c.ReplicaSync(now, "r1", &pb.ReplicaSync{Group: "g", Epoch: 5, AfterSeq: 2, Done: true})
 		c.ReplicaSync(now, "r2", &pb.ReplicaSync{Group: "g", Epoch: 3, AfterSeq: 1, Done: true})
@@ -414,5 +413,82 @@ func TestHomeAnswersAFill(t *testing.T) {
 	c.ReplicaSync(now, "r1", &pb.ReplicaSync{Group: "g", Epoch: 7, AfterSeq: 1, Fill: true})
 	if len(net.sent) != 0 {
 		t.Fatalf("not the home by its ring, it answered %d frames", len(net.sent))
+	}
+}
+
+// TestSyncGathersAnswersOnly: a syncing supernode gathers only answers to
+// its sync (marked replay). A live replica from a peer it waits for (that
+// peer's ring still names it the home) is taken as live: past a hole in
+// the log it is refused and the hole filled; gathered, it was appended
+// past the hole when the sync ended without that peer, and members that
+// resumed here missed what the hole held (testnet/groupsim seed 1346).
+func TestSyncGathersAnswersOnly(t *testing.T) {
+	for _, mutated := range []bool{false, true} {
+		log := &memLog{}
+		c := newTestCore(t, log)
+		c.cfg.Mutations.NoSyncAnswersOnly = mutated
+		now := time.Unix(1000, 0)
+		const e = 7
+		gm := func(seq uint64, answer bool) *pb.GroupMessage {
+			return &pb.GroupMessage{Group: "g", Epoch: e, Seq: seq, From: []byte("client"), Id: []byte{byte(seq)}, Replay: answer}
+		}
+		_ = log.AppendReplay("g", Entry{Epoch: e, Seq: 1, Data: EncodeEntry(EntryReplica, gm(1, false))})
+		c.HomePublish(now, &pb.GroupPublish{Group: "g", Id: []byte("0123456789abcdef"), Signed: []byte("signed"), From: []byte("client"), Origin: []byte("self")})
+		sync := c.syncs["g"]
+		if sync == nil {
+			t.Fatal("no sync started")
+		}
+		c.Replica("r1", gm(3, false)) // r1 numbers on: its ring names it the home
+		c.Replica("r2", gm(2, true))  // r2's answer
+		var got []uint64
+		for p := range sync.got {
+			got = append(got, p.Seq)
+		}
+		slices.Sort(got)
+		if mutated {
+			if !slices.Equal(got, []uint64{2, 3}) {
+				t.Fatalf("with NoSyncAnswersOnly: gathered %v, want 2 and 3", got)
+			}
+			continue
+		}
+		if !slices.Equal(got, []uint64{2}) {
+			t.Fatalf("gathered %v, want r2's answer 2 alone", got)
+		}
+	}
+}
+
+// TestPositionFollowsPastTheReplay: a supernode's own replay from one home
+// that ends before its position (another home's live frames brought it
+// there) leaves the position following that other home, so that a member
+// held meanwhile and replayed to the same end catches up there instead of
+// being let in past the frames fanned out while it was held
+// (testnet/groupsim seed 1346).
+func TestPositionFollowsPastTheReplay(t *testing.T) {
+	for _, mutated := range []bool{false, true} {
+		c := newTestCore(t, &memLog{})
+		c.cfg.Ring = fakeRing{home: "h2", cluster: []string{"h2", "self", "r"}}
+		c.cfg.Mutations.NoFollowedPastReplay = mutated
+		now := time.Unix(1000, 0)
+		const e = 7
+		c.local["g"] = map[string]bool{"other": true}
+		c.pos["g"], c.posFrom["g"] = Pos{Epoch: e, Seq: 39}, "h1"
+		c.joined["m"] = map[string][]byte{"g": []byte("claim")}
+		c.resuming["m"] = map[string]*heldResume{"g": {home: "h2", pos: Pos{Epoch: e, Seq: 36}, until: now.Add(time.Hour)}}
+		// This supernode's own replay from h2, then the member's, both
+		// ending at 38.
+		c.ReplayDone(now, "h2", &pb.ReplayDone{Resumed: &pb.Resumed{Group: "g", Epoch: e, Seq: 38}})
+		c.ReplayDone(now, "h2", &pb.ReplayDone{Member: []byte("m"), Resumed: &pb.Resumed{Group: "g", Epoch: e, Seq: 38}})
+		if mutated {
+			if c.posFrom["g"] != "h2" || !c.local["g"]["m"] {
+				t.Fatalf("with NoFollowedPastReplay: follows %q, let in %v; want h2 and the member let in at 38", c.posFrom["g"], c.local["g"]["m"])
+			}
+			continue
+		}
+		if c.posFrom["g"] != "h1" || c.pos["g"] != (Pos{Epoch: e, Seq: 39}) {
+			t.Fatalf("position %v from %q, want 39 from h1", c.pos["g"], c.posFrom["g"])
+		}
+		if c.local["g"]["m"] || c.resuming["m"]["g"] == nil || c.resuming["m"]["g"].home != "h1" {
+			t.Fatal("the member was let in at 38 with the supernode at 39, or not sent to catch up at h1")
+		}
 	}
 }

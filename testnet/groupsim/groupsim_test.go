@@ -114,6 +114,9 @@ var mutations = []struct {
 	{"NoReplayFromSync", group.Mutations{NoReplayFromSync: true}},
 	{"NoJoinStart", group.Mutations{NoJoinStart: true}},
 	{"NoReplicaFill", group.Mutations{NoReplicaFill: true}},
+	{"NoSentResume", group.Mutations{NoSentResume: true}},
+	{"NoSyncAnswersOnly", group.Mutations{NoSyncAnswersOnly: true}},
+	{"NoFollowedPastReplay", group.Mutations{NoFollowedPastReplay: true}},
 }
 
 // catches are, for each mutation, seeds of 1..1,000 that fail with it and
@@ -122,19 +125,22 @@ var mutations = []struct {
 // these, and asserts at least one still fails. A change to the core
 // changes the runs: measure again and update them.
 var catches = map[string][]uint64{
-	"NoSettledWait":     {2, 6, 44, 55, 68},
-	"NoToldHomes":       {81, 239, 484, 520, 521},
-	"NoRingChangedDrop": {20, 128},
-	"NoPosHandoff":      {3, 13, 37, 42, 63},
-	"NoSyncMerge":       {613, 744},
-	"NoMemberResumePos": {559},
-	"NoSyncEndorse":     {169, 495, 509, 561, 787},
-	"NoRecordReplay":    {161, 311, 478, 547, 639},
-	"NoSyncAppendRetry": {55, 72, 744},
-	"NoFollowedHome":    {756},
-	"NoHoldBack":        {158},
-	"NoReplayFromSync":  {504},
-	"NoReplicaFill":     {126, 253, 1409}, // not measured over 1..1,000: the seeds that failed before the fill
+	"NoSettledWait":        {2, 6, 44, 55, 68},
+	"NoToldHomes":          {81, 239, 484, 520, 521},
+	"NoRingChangedDrop":    {20, 128},
+	"NoPosHandoff":         {3, 13, 37, 42, 63},
+	"NoSyncMerge":          {613, 744},
+	"NoMemberResumePos":    {559},
+	"NoSyncEndorse":        {169, 495, 509, 561, 787},
+	"NoRecordReplay":       {161, 311, 478, 547, 639},
+	"NoSyncAppendRetry":    {55, 72, 744},
+	"NoFollowedHome":       {756},
+	"NoHoldBack":           {158},
+	"NoReplayFromSync":     {504},
+	"NoReplicaFill":        {126, 253, 1409}, // not measured over 1..1,000: the seeds that failed before the fill
+	"NoSentResume":         {2020},           // likewise: the seed that failed before the fix
+	"NoSyncAnswersOnly":    {1346},           // likewise
+	"NoFollowedPastReplay": {1346},           // likewise
 }
 
 // mutationSeeds, when $GROUPSIM_MUTATION_SEEDS is set, is how many seeds
