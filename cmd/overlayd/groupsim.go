@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,6 +35,13 @@ func runGroupSeeds(c *cli.Context) error {
 	w := c.App.Writer
 	from := c.Uint64("seed")
 	p := groupsim.DefaultParams()
+	for _, kv := range c.StringSlice("fault") {
+		kind, rate, err := parseFault(kv)
+		if err != nil {
+			return usageError{err}
+		}
+		p.Faults[kind] = rate
+	}
 	fmt.Fprintf(w, "groupsim: %d seeds from %d: %d supernodes, %d groups, %d members, %d publishers, %v of faults and traffic, %v quiet\n",
 		n, from, p.Supernodes, p.Groups, p.Members, p.Publishers, p.Span, p.Quiet)
 	start := time.Now()
@@ -73,4 +81,21 @@ func runGroupSeeds(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "groupsim: every seed passed\n")
 	return nil
+}
+
+// parseFault reads a --fault KIND=RATE: a fault kind of the group
+// simulator and the chance, in [0, 1], that a run has it.
+func parseFault(kv string) (kind string, rate float64, err error) {
+	kind, r, ok := strings.Cut(kv, "=")
+	if !ok {
+		return "", 0, fmt.Errorf("--fault %q: want KIND=RATE, such as partition=0.3", kv)
+	}
+	if !slices.Contains(groupsim.FaultKinds, kind) {
+		return "", 0, fmt.Errorf("--fault %q: unknown kind %q (kinds: %s)", kv, kind, strings.Join(groupsim.FaultKinds, ", "))
+	}
+	rate, err = strconv.ParseFloat(r, 64)
+	if err != nil || rate < 0 || rate > 1 {
+		return "", 0, fmt.Errorf("--fault %q: the rate must be a number from 0 to 1", kv)
+	}
+	return kind, rate, nil
 }

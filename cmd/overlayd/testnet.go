@@ -21,6 +21,7 @@ import (
 	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/testnet"
 	"github.com/overlayd/overlayd/testnet/dircost"
+	"github.com/overlayd/overlayd/testnet/groupsim"
 	"github.com/overlayd/overlayd/testnet/planner"
 	"github.com/overlayd/overlayd/testnet/sim"
 )
@@ -116,6 +117,7 @@ func simCommand() *cli.Command {
 			&cli.StringFlag{Name: "out", Usage: "write report.json, report.md and the plots into this directory"},
 			&cli.IntFlag{Name: "seeds", Usage: "--scenario groups: how many seeds to run, from --seed on", Value: 1},
 			&cli.IntFlag{Name: "parallel", Usage: "--scenario groups: seeds run at once (0: one per CPU)"},
+			&cli.StringSliceFlag{Name: "fault", Usage: "--scenario groups: KIND=RATE, the chance a run has that kind of fault (repeatable; kinds: " + strings.Join(groupsim.FaultKinds, ", ") + ")"},
 		},
 		Subcommands: []*cli.Command{planCommand(), dirCostCommand()},
 		Action: func(c *cli.Context) error {
@@ -125,7 +127,7 @@ func simCommand() *cli.Command {
 			if c.String("scenario") == "groups" {
 				return runGroupSeeds(c)
 			}
-			for _, f := range []string{"seeds", "parallel"} {
+			for _, f := range []string{"seeds", "parallel", "fault"} {
 				if c.IsSet(f) {
 					return usageError{fmt.Errorf("--%s is for --scenario groups", f)}
 				}

@@ -156,3 +156,31 @@ func TestParseBytes(t *testing.T) {
 		}
 	}
 }
+
+// `overlayd testnet sim --scenario groups` runs seeds of the group
+// simulator; --fault sets a fault kind's rate, and a bad one is a usage
+// error naming what is wrong.
+func TestTestnetSimGroups(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run([]string{"overlayd", "testnet", "sim", "--scenario", "groups", "--seed", "3", "--seeds", "2", "--fault", "crash=1"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "groupsim: every seed passed") || !strings.Contains(out.String(), "crash ") {
+		t.Fatalf("no summary with crashes:\n%s", out.String())
+	}
+	for _, tc := range []struct{ arg, want string }{
+		{"bogus=1", `unknown kind "bogus"`},
+		{"crash", "want KIND=RATE"},
+		{"crash=2", "from 0 to 1"},
+		{"crash=x", "from 0 to 1"},
+	} {
+		out.Reset()
+		errb.Reset()
+		if code := run([]string{"overlayd", "testnet", "sim", "--scenario", "groups", "--fault", tc.arg}, &out, &errb); code != 2 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("--fault %s: exit %d, %q; want 2 and %q", tc.arg, code, errb.String(), tc.want)
+		}
+	}
+	if code := run([]string{"overlayd", "testnet", "sim", "--fault", "crash=1"}, &out, &errb); code != 2 {
+		t.Errorf("--fault without --scenario groups: exit %d, want 2", code)
+	}
+}

@@ -248,6 +248,13 @@ type Mutations struct {
 	// its position follow that home even when the position is past the
 	// replay's end (another home's frames brought it there).
 	NoFollowedPastReplay bool
+	// NoToldHoldBack: a frame of a home told (not the ring's, not the
+	// one the position follows) is fanned out even when it skips past
+	// the supernode's position.
+	NoToldHoldBack bool
+	// NoFillResolved: a fill's answer ends at the home's log's last
+	// position, not where its numbering is resolved.
+	NoFillResolved bool
 }
 
 // Stats are the core's cumulative counts (atomic: metrics read them
@@ -313,7 +320,13 @@ type Core struct {
 	syncs       map[string]*groupSync
 	// fills are the holes in this supernode's log it asked a group's
 	// home to fill (replica.go, askFill), by group.
-	fills     map[string]*groupFill
+	fills map[string]*groupFill
+	// resolved is, by group, where the last fill's home said its
+	// numbering was resolved: a live replica right after it is no hole
+	// (the positions between were dropped). Set only by a fill, so
+	// bounded as fills are (by MaxHomeGroups at a time); dropped once
+	// the log passes it.
+	resolved  map[string]Pos
 	restamped map[restampKey][]byte
 	// replayBudget is ReplayFramesPerTick; raised by benchmarks.
 	replayBudget int
@@ -361,6 +374,7 @@ func New(cfg Config) (*Core, error) {
 		pendingPubs:  map[pubKey]*pendingPublish{},
 		syncs:        map[string]*groupSync{},
 		fills:        map[string]*groupFill{},
+		resolved:     map[string]Pos{},
 		restamped:    map[restampKey][]byte{},
 		replayBudget: ReplayFramesPerTick,
 	}, nil

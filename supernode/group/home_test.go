@@ -492,3 +492,132 @@ func TestPositionFollowsPastTheReplay(t *testing.T) {
 		}
 	}
 }
+
+// TestToldHomesFrameThatSkipsIsHeldBack: a frame from a home this
+// supernode told (its ring does not name it, and its position follows
+// another) that skips past its position is held back and the home asked
+// for a replay; fanned out, it moved the members past what that home
+// numbered while a partition cut this supernode off (testnet/groupsim,
+// partitions). Its next frame in order is fanned out.
+func TestToldHomesFrameThatSkipsIsHeldBack(t *testing.T) {
+	for _, mutated := range []bool{false, true} {
+		c := newTestCore(t, &memLog{})
+		c.cfg.Ring = fakeRing{home: "h1", cluster: []string{"h1", "self", "r"}}
+		c.cfg.Refresh = time.Second
+		c.cfg.Mutations.NoToldHoldBack = mutated
+		net := c.cfg.Net.(*fakeNet)
+		now := time.Unix(1000, 0)
+		const e = 7
+		c.local["g"] = map[string]bool{"m": true}
+		c.joined["m"] = map[string][]byte{"g": []byte("claim")}
+		c.pos["g"], c.posFrom["g"] = Pos{Epoch: e, Seq: 52}, "h1"
+		c.noteToldHome(now, "g", "h2")
+		c.GroupMessage(now, "h2", &pb.GroupMessage{Group: "g", Epoch: e, Seq: 65})
+		var asked bool
+		for _, s := range net.sent {
+			if b := s.f.GetMembership(); b != nil && s.to == "h2" && b.GetRecords()[0].GetSupernodeResume() {
+				asked = true
+			}
+		}
+		if mutated {
+			if c.holding["g"] != "" || asked {
+				t.Fatal("with NoToldHoldBack: the frame was held back")
+			}
+			continue
+		}
+		if c.holding["g"] != "h2" || !asked {
+			t.Fatalf("holding %q, asked %v: the frame skipping 53 to 64 was not held back with a replay asked of h2", c.holding["g"], asked)
+		}
+	}
+	c := newTestCore(t, &memLog{})
+	c.cfg.Ring = fakeRing{home: "h1", cluster: []string{"h1", "self", "r"}}
+	c.cfg.Refresh = time.Second
+	now := time.Unix(1000, 0)
+	c.local["g"] = map[string]bool{"m": true}
+	c.pos["g"], c.posFrom["g"] = Pos{Epoch: 7, Seq: 52}, "h1"
+	c.noteToldHome(now, "g", "h2")
+	c.GroupMessage(now, "h2", &pb.GroupMessage{Group: "g", Epoch: 7, Seq: 53})
+	if c.holding["g"] != "" {
+		t.Fatal("the next frame in order was held back")
+	}
+}
+
+// TestFillEndsWhereNumberingIsResolved: a home answers a fill with its log,
+// then done at the position before its oldest message still waiting for a
+// majority (the positions between were dropped), then those waiting
+// messages as live replicas. The replica appends and acknowledges them
+// past the dropped position: a fill that ended at the log's last left the
+// replica refusing every later replica, and with the other replica cut
+// off the group released nothing more (testnet/groupsim, partitions).
+func TestFillEndsWhereNumberingIsResolved(t *testing.T) {
+	const e = 7
+	gm := func(seq uint64) *pb.GroupMessage {
+		return &pb.GroupMessage{Group: "g", Epoch: e, Seq: seq, From: []byte("client"), Id: []byte{byte(seq)}}
+	}
+	for _, mutated := range []bool{false, true} {
+		// The home: 1 and 2 logged, 3 dropped, 4 and 5 waiting.
+		hlog := &memLog{}
+		home := newTestCore(t, hlog)
+		home.cfg.Mutations.NoFillResolved = mutated
+		hnet := home.cfg.Net.(*fakeNet)
+		for seq := uint64(1); seq <= 2; seq++ {
+			_ = hlog.AppendReplay("g", Entry{Epoch: e, Seq: seq, Data: EncodeEntry(EntryReplica, gm(seq))})
+		}
+		hg := home.newHomeGroup(time.Unix(1000, 0), "g")
+		hg.syncing, hg.epoch, hg.seq = false, e, 5
+		delete(home.syncs, "g")
+		for seq := uint64(4); seq <= 5; seq++ {
+			k := pubKey{"g", e, seq}
+			home.pendingPubs[k] = &pendingPublish{gm: gm(seq), need: 1, acked: map[string]bool{}, replicas: []string{"r1", "r2"},
+				frame: &pb.RelayFrame{Kind: &pb.RelayFrame_Replica{Replica: gm(seq)}}}
+			hg.unreleased = append(hg.unreleased, k)
+		}
+		hnet.sent = nil
+		home.ReplicaSync(time.Unix(1000, 0), "r1", &pb.ReplicaSync{Group: "g", Epoch: e, AfterSeq: 2, Fill: true})
+
+		// The replica r1: 1 and 2 logged; it asked the fill when 4 came.
+		rlog := &memLog{}
+		rnet := &fakeNet{}
+		replica, err := New(Config{Self: "r1", Ring: fakeRing{home: "self", cluster: []string{"self", "r1", "r2"}},
+			Net: rnet, Local: &fakeLocal{}, Verifier: okVerifier{}, Signer: fakeSigner{}, Fanout: freeSlots{}, Replay: rlog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seq := uint64(1); seq <= 2; seq++ {
+			_ = rlog.AppendReplay("g", Entry{Epoch: e, Seq: seq, Data: EncodeEntry(EntryReplica, gm(seq))})
+		}
+		replica.Replica("self", gm(4))
+		if replica.fills["g"] == nil {
+			t.Fatal("the replica asked no fill for its hole at 3")
+		}
+		for _, x := range hnet.sent {
+			if x.to != "r1" {
+				continue
+			}
+			switch {
+			case x.f.GetReplicaSync() != nil:
+				replica.ReplicaSync(time.Unix(1000, 0), "self", x.f.GetReplicaSync())
+			case x.f.GetReplica() != nil:
+				replica.Replica("self", x.f.GetReplica())
+			}
+		}
+		var seqs, acks []uint64
+		for _, en := range rlog.logs["g"] {
+			seqs = append(seqs, en.Seq)
+		}
+		for _, x := range rnet.sent {
+			if a := x.f.GetReplicaAck(); a != nil {
+				acks = append(acks, a.GetSeq())
+			}
+		}
+		if mutated {
+			if !slices.Equal(seqs, []uint64{1, 2}) || len(acks) != 0 {
+				t.Fatalf("with NoFillResolved: log %v, acks %v; want 1, 2 and nothing acknowledged", seqs, acks)
+			}
+			continue
+		}
+		if !slices.Equal(seqs, []uint64{1, 2, 4, 5}) || !slices.Equal(acks, []uint64{4, 5}) {
+			t.Fatalf("log %v, acks %v; want 1, 2, 4, 5 with 4 and 5 acknowledged", seqs, acks)
+		}
+	}
+}

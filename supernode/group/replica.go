@@ -387,7 +387,11 @@ func (c *Core) Replica(from string, gm *pb.GroupMessage) {
 		// there missed what it lacked (found by testnet/groupsim,
 		// seeds 126, 253, 1409). Not acknowledged, it is held by the
 		// home's other replicas; the home fills the hole from its log.
-		if last, ok := c.cfg.Replay.ReplayLast(g); ok && holeBefore(last, Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}) {
+		last, ok := c.cfg.Replay.ReplayLast(g)
+		if r, filled := c.resolved[g]; filled && r.After(last) {
+			last = r // the positions between were dropped (answerFill)
+		}
+		if ok && holeBefore(last, Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}) {
 			c.askFill(g, from, last)
 			c.stats.ReplicasRefused.Add(1)
 			return
@@ -418,6 +422,9 @@ func (c *Core) Replica(from string, gm *pb.GroupMessage) {
 		return
 	}
 	c.stats.ReplicasHeld.Add(1)
+	if r, ok := c.resolved[g]; ok && !r.After(Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}) {
+		delete(c.resolved, g)
+	}
 	if !syncing && !filling {
 		c.cfg.Net.Send(from, &pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaAck{ReplicaAck: &pb.ReplicaAck{Group: g, Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}}})
 	}
@@ -473,6 +480,7 @@ func (c *Core) answerFill(from string, s *pb.ReplicaSync) {
 	defer func() { _ = c.cfg.Fanout.Release() }()
 	pos := Pos{Epoch: s.GetEpoch(), Seq: s.GetAfterSeq()}
 	es, _, _ := c.cfg.Replay.ReplayAfter(g, pos, ReplayTailMax)
+	all := len(es) < ReplayTailMax
 	for _, e := range es {
 		_, gm, ok := DecodeEntry(e.Data)
 		if !ok {
@@ -480,9 +488,43 @@ func (c *Core) answerFill(from string, s *pb.ReplicaSync) {
 		}
 		gm.Replay = true
 		if !c.cfg.Net.Send(from, &pb.RelayFrame{Kind: &pb.RelayFrame_Replica{Replica: gm}}) {
+			all = false
 			break
 		}
 		pos = Pos{Epoch: e.Epoch, Seq: e.Seq}
+	}
+	if hg := c.homes[g]; all && hg != nil && !hg.syncing && !c.cfg.Mutations.NoFillResolved {
+		// The fill ends where this home's numbering is resolved: every
+		// position of its epoch before its oldest unreleased message
+		// is in the log (released) or was dropped for good (never
+		// acknowledged). Ended at the log's last, a replica whose hole
+		// was a dropped position asked again and again and refused
+		// every later replica; with the cluster's other replica cut
+		// off, the group released nothing more, and a member's
+		// supernode that lost frames in the partition was never shown
+		// the gap by a later frame (found by testnet/groupsim,
+		// partitions).
+		//
+		// The messages still waiting for a majority follow the answer
+		// as live replicas, which the replica appends and acknowledges:
+		// refused while the hole lasted, they waited for their
+		// timeout, and every message numbered behind them was refused
+		// in turn.
+		r := Pos{Epoch: hg.epoch, Seq: hg.seq}
+		if len(hg.unreleased) > 0 {
+			k := hg.unreleased[0]
+			r = Pos{Epoch: k.epoch, Seq: k.seq - 1}
+		}
+		if r.After(pos) {
+			pos = r
+		}
+		c.cfg.Net.Send(from, &pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: g, Epoch: pos.Epoch, AfterSeq: pos.Seq, Done: true, Fill: true}}})
+		for _, k := range hg.unreleased {
+			if pp := c.pendingPubs[k]; pp != nil && !pp.acked[from] && slices.Contains(pp.replicas, from) {
+				c.cfg.Net.Send(from, pp.frame)
+			}
+		}
+		return
 	}
 	c.cfg.Net.Send(from, &pb.RelayFrame{Kind: &pb.RelayFrame_ReplicaSync{ReplicaSync: &pb.ReplicaSync{Group: g, Epoch: pos.Epoch, AfterSeq: pos.Seq, Done: true, Fill: true}}})
 }
@@ -580,6 +622,9 @@ func (c *Core) ReplicaSync(now time.Time, from string, s *pb.ReplicaSync) {
 			c.answerFill(from, s)
 		} else if f := c.fills[g]; f != nil && f.from == from {
 			delete(c.fills, g)
+			if _, ok := c.resolved[g]; ok || len(c.resolved) < c.cfg.MaxHomeGroups {
+				c.resolved[g] = Pos{Epoch: s.GetEpoch(), Seq: s.GetAfterSeq()}
+			}
 		}
 		return
 	}

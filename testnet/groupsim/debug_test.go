@@ -1,6 +1,7 @@
 package groupsim
 
 import (
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -8,7 +9,8 @@ import (
 )
 
 // TestDump writes a seed's whole trace to $GROUPSIM_DUMP (debugging);
-// GROUPSIM_ONLY names the only fault kinds enabled.
+// GROUPSIM_ONLY names the only fault kinds enabled; GROUPSIM_PARTITION
+// sets the partitions' rate.
 func TestDump(t *testing.T) {
 	out := os.Getenv("GROUPSIM_DUMP")
 	if out == "" {
@@ -16,6 +18,10 @@ func TestDump(t *testing.T) {
 	}
 	seed, _ := strconv.ParseUint(os.Getenv("GROUPSIM_SEED"), 10, 64)
 	p := Params{FullTrace: true}
+	if r, err := strconv.ParseFloat(os.Getenv("GROUPSIM_PARTITION"), 64); err == nil {
+		p.Faults = maps.Clone(DefaultParams().Faults)
+		p.Faults[FaultPartition] = r
+	}
 	if only := os.Getenv("GROUPSIM_ONLY"); only != "" {
 		p.Faults = map[string]float64{}
 		for _, k := range strings.Split(only, ",") {

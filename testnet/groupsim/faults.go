@@ -12,7 +12,9 @@ import (
 func (s *sim) plan() {
 	p := s.p
 	for _, k := range FaultKinds {
-		s.on[k] = s.chance(p.Faults[k])
+		if k != FaultPartition {
+			s.on[k] = s.chance(p.Faults[k])
+		}
 	}
 	s.dupP, s.failP = 0.003, 0.01
 	s.forgeKey = s.newKey()
@@ -102,7 +104,78 @@ func (s *sim) plan() {
 			s.after(s.dur(time.Second, span-time.Second), c.move)
 		}
 	}
+	if f := p.Faults[FaultPartition]; f > 0 && s.prng.Float64() < f {
+		s.on[FaultPartition] = true
+		for range 1 + s.prng.IntN(2) {
+			s.after(s.pdur(time.Second, span-3*time.Second), s.partition)
+		}
+	}
 	s.at(span, s.quiet)
+}
+
+// pdur draws a duration in [lo, hi) from the partitions' stream.
+func (s *sim) pdur(lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(s.prng.Int64N(int64(hi-lo)))
+}
+
+// across reports whether a partition separates a and b.
+func (s *sim) across(a, b *snode) bool {
+	return s.cut != 0 && (s.cut>>a.i)&1 != (s.cut>>b.i)&1
+}
+
+// partition cuts one or two live supernodes off from the others: frames
+// across are lost (those in flight too), and each side's directory drops
+// the other side's supernodes once it has not heard them for one to
+// three announce intervals. Clients keep the sessions they have. It
+// heals after 0.5 to 4 s.
+func (s *sim) partition() {
+	if s.stop || s.anyDown() || s.cut != 0 {
+		return
+	}
+	up := s.upNodes()
+	var names []string
+	for _, i := range s.prng.Perm(len(up))[:1+s.prng.IntN(2)] {
+		s.cut |= 1 << up[i].i
+		names = append(names, up[i].name)
+	}
+	s.fault(FaultPartition)
+	s.tracef("SIM", "partition %v from the others", names)
+	cut := s.cut
+	for _, a := range s.nodes {
+		for _, b := range s.nodes {
+			if !s.across(a, b) {
+				continue
+			}
+			a.links[b.i].reset()
+			a, b, inc := a, b, a.inc
+			s.after(s.pdur(s.p.Refresh, 3*s.p.Refresh), func() {
+				if s.cut == cut {
+					a.event(inc, func() { a.setView(b, false) })
+				}
+			})
+		}
+	}
+	s.after(s.pdur(500*time.Millisecond, 4*time.Second), s.heal)
+}
+
+// heal ends a partition: frames cross again, and each side's directory
+// hears the other's supernodes within an interval.
+func (s *sim) heal() {
+	if s.cut == 0 {
+		return
+	}
+	for _, a := range s.nodes {
+		for _, b := range s.nodes {
+			if s.across(a, b) && a.up {
+				a.learnLater(b, s.pdur(20*time.Millisecond, s.p.Refresh))
+			}
+		}
+	}
+	s.cut = 0
+	s.tracef("SIM", "heal")
 }
 
 // quiet ends the span: no more faults or publishes; every supernode down
@@ -110,6 +183,7 @@ func (s *sim) plan() {
 func (s *sim) quiet() {
 	s.stop = true
 	s.tracef("SIM", "quiet")
+	s.heal()
 	for _, n := range s.nodes {
 		n.restart()
 	}
@@ -128,7 +202,7 @@ func (s *sim) anyDown() bool {
 
 // crashOne crashes a supernode and restarts it a while later.
 func (s *sim) crashOne() {
-	if s.stop || s.anyDown() {
+	if s.stop || s.anyDown() || s.cut != 0 {
 		return
 	}
 	up := s.upNodes()
@@ -141,7 +215,7 @@ func (s *sim) crashOne() {
 // crashTwo crashes two of a group's home cluster within a flush interval:
 // beyond the guarantee for every group whose cluster holds both.
 func (s *sim) crashTwo() {
-	if s.stop || s.anyDown() {
+	if s.stop || s.anyDown() || s.cut != 0 {
 		return
 	}
 	g := s.groups[s.rng.IntN(len(s.groups))]

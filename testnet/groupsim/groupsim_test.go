@@ -1,7 +1,9 @@
 package groupsim
 
 import (
+	"maps"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -117,6 +119,8 @@ var mutations = []struct {
 	{"NoSentResume", group.Mutations{NoSentResume: true}},
 	{"NoSyncAnswersOnly", group.Mutations{NoSyncAnswersOnly: true}},
 	{"NoFollowedPastReplay", group.Mutations{NoFollowedPastReplay: true}},
+	{"NoToldHoldBack", group.Mutations{NoToldHoldBack: true}},
+	{"NoFillResolved", group.Mutations{NoFillResolved: true}},
 }
 
 // catches are, for each mutation, seeds of 1..1,000 that fail with it and
@@ -237,4 +241,36 @@ func BenchmarkSeedsLarge(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Minutes(), "seeds/min")
 	b.ReportMetric(float64(failed), "failed")
+}
+
+// partitionCatches are seeds that, with partitions on (rate 0.3), pass
+// with every fix and fail with one switched off: the fixes the partitions
+// found, which runs without partitions do not need.
+var partitionCatches = map[string]struct {
+	seed uint64
+	m    group.Mutations
+}{
+	"NoToldHoldBack": {15, group.Mutations{NoToldHoldBack: true}},
+	"NoFillResolved": {21, group.Mutations{NoFillResolved: true}},
+}
+
+func TestPartitionFixes(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		t.Skip("long: run without -short and -race (.ci/run does)")
+	}
+	p := Params{Faults: maps.Clone(DefaultParams().Faults)}
+	p.Faults[FaultPartition] = 0.3
+	for _, name := range slices.Sorted(maps.Keys(partitionCatches)) {
+		c := partitionCatches[name]
+		t.Run(name, func(t *testing.T) {
+			if r := Run(c.seed, p); !r.OK || r.Faults[FaultPartition] == 0 {
+				t.Fatalf("seed %d with partitions: ok %v, %d partitions; want a pass with one at least:\n%s", c.seed, r.OK, r.Faults[FaultPartition], r.Report())
+			}
+			pm := p
+			pm.Mutations = c.m
+			if r := Run(c.seed, pm); r.OK {
+				t.Fatalf("seed %d with partitions passes with %s", c.seed, name)
+			}
+		})
+	}
 }

@@ -58,6 +58,10 @@ func (n *snode) send(to string, f *pb.RelayFrame) bool {
 	if r := f.GetReplica(); r != nil {
 		n.s.diag.replica(n.s, n, r)
 	}
+	if n.s.across(n, o) {
+		n.s.tracef(n.name, "send %s %s LOST (partition)", o.name, n.s.frameString(f))
+		return true // written to a connection that is dead and not yet noticed
+	}
 	n.s.tracef(n.name, "send %s %s", o.name, n.s.frameString(f))
 	n.transmit(o, l, f, false)
 	return true
