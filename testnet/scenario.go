@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/overlayd/overlayd/testnet/report"
 )
 
 // Scenario is one named script of actions on a network, with the pass
@@ -59,9 +61,9 @@ func FindScenario(name string) (Scenario, error) {
 // Progress is the network's state as the runner reports it live.
 type Progress struct {
 	Phase string
-	Sample
+	report.Sample
 	// Event is set when the scenario just acted on the network.
-	Event *Event
+	Event *report.Event
 }
 
 // RunConfig is one run of a scenario.
@@ -86,7 +88,7 @@ type Run struct {
 
 	mu       sync.Mutex
 	phase    string
-	report   *Report
+	report   *report.Report
 	progress func(Progress)
 }
 
@@ -94,7 +96,7 @@ type Run struct {
 // criteria and returns the report. An error means the run could not be
 // carried out (a node did not start, the context ended); failed criteria
 // are in the report, with Passed false.
-func RunScenario(ctx context.Context, rc RunConfig) (*Report, error) {
+func RunScenario(ctx context.Context, rc RunConfig) (*report.Report, error) {
 	sc, err := FindScenario(rc.Scenario)
 	if err != nil {
 		return nil, err
@@ -109,11 +111,11 @@ func RunScenario(ctx context.Context, rc RunConfig) (*Report, error) {
 		rc.SampleEvery = 250 * time.Millisecond
 	}
 	r := &Run{ctx: ctx, cfg: rc, phase: "start", progress: rc.Progress}
-	r.report = &Report{
-		Schema: ReportSchema, Scenario: sc.Name, Seed: rc.Seed, Versions: versions(rc.Version),
-		Config: Sizes{Supernodes: rc.Supernodes, Clients: rc.Clients, Megas: rc.Megas, Capacity: rc.Capacity,
+	r.report = &report.Report{
+		Schema: report.Schema, Scenario: sc.Name, Seed: rc.Seed, Versions: versions(rc.Version),
+		Config: report.Sizes{Supernodes: rc.Supernodes, Clients: rc.Clients, Megas: rc.Megas, Capacity: rc.Capacity,
 			AnnounceIntervalSeconds: rc.AnnounceInterval.Seconds(), KeepaliveSeconds: rc.Keepalive.Seconds()},
-		Figures: map[string]float64{}, Criteria: []Criterion{}, Events: []Event{}, Samples: []Sample{},
+		Figures: map[string]float64{}, Criteria: []report.Criterion{}, Events: []report.Event{}, Samples: []report.Sample{},
 	}
 	start := time.Now()
 	net, err := Start(ctx, rc.Config)
@@ -141,8 +143,8 @@ func RunScenario(ctx context.Context, rc RunConfig) (*Report, error) {
 }
 
 // versions names overlayd's, Go's and go-libp2p's versions.
-func versions(overlayd string) Versions {
-	v := Versions{Overlayd: overlayd, Go: runtime.Version(), Libp2p: "unknown"}
+func versions(overlayd string) report.Versions {
+	v := report.Versions{Overlayd: overlayd, Go: runtime.Version(), Libp2p: "unknown"}
 	if v.Overlayd == "" {
 		v.Overlayd = "dev"
 	}
@@ -189,7 +191,7 @@ func (r *Run) Phase(name string) {
 
 // Event records an action on the network.
 func (r *Run) Event(kind, detail string) {
-	e := Event{T: time.Since(r.Net.t0).Seconds(), Kind: kind, Detail: detail}
+	e := report.Event{T: time.Since(r.Net.t0).Seconds(), Kind: kind, Detail: detail}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.report.Events = append(r.report.Events, e)
@@ -198,17 +200,17 @@ func (r *Run) Event(kind, detail string) {
 	}
 }
 
-func (r *Run) lastSample() Sample {
+func (r *Run) lastSample() report.Sample {
 	if n := len(r.report.Samples); n > 0 {
 		return r.report.Samples[n-1]
 	}
-	return Sample{}
+	return report.Sample{}
 }
 
 // Check records a pass criterion.
 func (r *Run) Check(name, want, got string, pass bool) {
 	r.mu.Lock()
-	r.report.Criteria = append(r.report.Criteria, Criterion{Name: name, Want: want, Got: got, Pass: pass})
+	r.report.Criteria = append(r.report.Criteria, report.Criterion{Name: name, Want: want, Got: got, Pass: pass})
 	r.mu.Unlock()
 }
 
@@ -220,13 +222,13 @@ func (r *Run) Figure(name string, v float64) {
 }
 
 // Report returns the report so far.
-func (r *Run) Report() *Report { return r.report }
+func (r *Run) Report() *report.Report { return r.report }
 
 // samplesSince returns the samples taken from t (seconds) on.
-func (r *Run) samplesSince(t float64) []Sample {
+func (r *Run) samplesSince(t float64) []report.Sample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	i, _ := slices.BinarySearchFunc(r.report.Samples, t, func(s Sample, t float64) int {
+	i, _ := slices.BinarySearchFunc(r.report.Samples, t, func(s report.Sample, t float64) int {
 		switch {
 		case s.T < t:
 			return -1
@@ -498,7 +500,7 @@ func restart(r *Run) error {
 	if err != nil {
 		return err
 	}
-	r.Event(EventRestart, strings.Join(names, " "))
+	r.Event(report.EventRestart, strings.Join(names, " "))
 	ctx, cancel := r.within(30 * time.Second)
 	defer cancel()
 	err = r.Net.WaitConverged(ctx, nil)
@@ -518,7 +520,7 @@ func outage(r *Run, frac float64) error {
 	r.Phase("outage")
 	t := time.Now()
 	names := r.Net.KillSupernodes(frac)
-	r.Event(EventKill, strings.Join(names, " "))
+	r.Event(report.EventKill, strings.Join(names, " "))
 	r.Figure("supernodes_killed", float64(len(names)))
 	// A client notices a dead supernode within its keepalive bound (three
 	// missed keepalives) and then re-attaches with a stagger.
@@ -554,11 +556,11 @@ func runChurn(r *Run) error {
 				return err
 			}
 			joined++
-			r.Event(EventJoin, "1 client")
+			r.Event(report.EventJoin, "1 client")
 		} else {
 			names := r.Net.RemoveClients(1)
 			left += len(names)
-			r.Event(EventLeave, strings.Join(names, " "))
+			r.Event(report.EventLeave, strings.Join(names, " "))
 		}
 		select {
 		case <-r.ctx.Done():
@@ -586,7 +588,7 @@ func runStorm(r *Run) error {
 	if err != nil {
 		return err
 	}
-	r.Event(EventStorm, fmt.Sprintf("%d clients reconnect at once", len(r.Net.Clients())))
+	r.Event(report.EventStorm, fmt.Sprintf("%d clients reconnect at once", len(r.Net.Clients())))
 	r.reattach("storm", opened, 30*time.Second)
 	st := r.Net.attempts.since(opened, 100*time.Millisecond)
 	clients := len(r.Net.Clients())
@@ -624,12 +626,12 @@ func recovery(r *Run, tour bool) error {
 	r.Phase("outage")
 	t := time.Now()
 	names := r.Net.KillSupernodes(0.6)
-	r.Event(EventKill, strings.Join(names, " "))
+	r.Event(report.EventKill, strings.Join(names, " "))
 	megas, err := r.Net.PromoteMegas(r.ctx)
 	if err != nil {
 		return err
 	}
-	r.Event(EventPromote, strings.Join(megas, " "))
+	r.Event(report.EventPromote, strings.Join(megas, " "))
 	r.reattach("outage with megas", t, 10*r.cfg.Keepalive+15*time.Second)
 	megaPeak := 0
 	for _, s := range append(r.samplesSince(0), r.Net.Sample()) {
@@ -659,7 +661,7 @@ func recovery(r *Run, tour bool) error {
 	if err != nil {
 		return err
 	}
-	r.Event(EventHandBack, strings.Join(demoted, " "))
+	r.Event(report.EventHandBack, strings.Join(demoted, " "))
 	limit := r.cfg.DrainPeriod + 15*time.Second
 	ctx, cancel := r.within(limit)
 	defer cancel()
@@ -693,7 +695,7 @@ func runPartition(r *Run) error {
 	r.Phase("partition")
 	t := time.Now()
 	r.Net.Partition()
-	r.Event(EventPartition, "two halves")
+	r.Event(report.EventPartition, "two halves")
 	limit := 6*r.cfg.AnnounceInterval + 10*r.cfg.Keepalive + 10*time.Second
 	ctx, cancel := r.within(limit)
 	defer cancel()
@@ -743,7 +745,7 @@ func runPartition(r *Run) error {
 	r.Phase("heal")
 	h := time.Now()
 	r.Net.Heal()
-	r.Event(EventHeal, "")
+	r.Event(report.EventHeal, "")
 	ctx2, cancel2 := r.within(limit)
 	defer cancel2()
 	err = r.Net.WaitConverged(ctx2, nil)

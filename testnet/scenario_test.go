@@ -6,10 +6,12 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/overlayd/overlayd/testnet/report"
 )
 
 // smallRun is a scenario run at the scale go test uses.
-func smallRun(t *testing.T, scenario string, adjust func(*RunConfig)) *Report {
+func smallRun(t *testing.T, scenario string, adjust func(*RunConfig)) *report.Report {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Supernodes, cfg.Clients, cfg.Capacity, cfg.MegaCapacity = 4, 16, 6, 24

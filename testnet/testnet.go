@@ -27,6 +27,7 @@ import (
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
+	"github.com/overlayd/overlayd/testnet/report"
 )
 
 // Kinds of member.
@@ -914,8 +915,8 @@ func (n *Network) Counters() Counters {
 }
 
 // Sample reads the network's state now; t is seconds since start.
-func (n *Network) Sample() Sample {
-	s := Sample{T: time.Since(n.t0).Seconds(), Sent: n.sent.Load(), Delivered: n.deliv.Load()}
+func (n *Network) Sample() report.Sample {
+	s := report.Sample{T: time.Since(n.t0).Seconds(), Sent: n.sent.Load(), Delivered: n.deliv.Load()}
 	live := n.liveSupernodeIDs()
 	n.mu.Lock()
 	ms := slices.Clone(n.members)
@@ -949,7 +950,7 @@ func (n *Network) Sample() Sample {
 		m.lastRefused = refused
 		n.mu.Unlock()
 		s.Refusals += m.refusedBase + refused
-		s.Load = append(s.Load, Load{Name: m.name, Attached: st.AttachedClients, Capacity: st.Capacity, Mega: st.Mega != nil})
+		s.Load = append(s.Load, report.Load{Name: m.name, Attached: st.AttachedClients, Capacity: st.Capacity, Mega: st.Mega != nil})
 	}
 	return s
 }

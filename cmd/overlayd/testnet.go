@@ -23,6 +23,7 @@ import (
 	"github.com/overlayd/overlayd/testnet/dircost"
 	"github.com/overlayd/overlayd/testnet/groupsim"
 	"github.com/overlayd/overlayd/testnet/planner"
+	"github.com/overlayd/overlayd/testnet/report"
 	"github.com/overlayd/overlayd/testnet/sim"
 )
 
@@ -445,7 +446,7 @@ func runScenario(ctx context.Context, w io.Writer, rc testnet.RunConfig, reportD
 	}
 	writeSummary(w, rep)
 	if reportDir != "" {
-		files, werr := testnet.WriteReport(rep, reportDir)
+		files, werr := report.Write(rep, reportDir)
 		if werr != nil {
 			return errors.Join(err, werr)
 		}
@@ -516,7 +517,7 @@ func (p *progressView) done() {
 }
 
 // writeSummary prints the criteria and figures of a report.
-func writeSummary(w io.Writer, rep *testnet.Report) {
+func writeSummary(w io.Writer, rep *report.Report) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESULT\tCRITERION\tWANT\tGOT")

@@ -1,4 +1,4 @@
-package testnet
+package report
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ import (
 func plotSynthetic(supernodes, megas, killed int) *Report {
 	const clients, capacity, megaCapacity = 120, 40, 100
 	r := &Report{
-		Schema:   ReportSchema,
+		Schema:   Schema,
 		Scenario: "recovery",
 		Seed:     0x7265_6330,
 		Versions: Versions{Overlayd: "v0.0.0-test", Go: "go1.26.8", Libp2p: "v0.52.0"},
@@ -106,7 +106,7 @@ func plotSynthetic(supernodes, megas, killed int) *Report {
 	return r
 }
 
-// plotFiles are the files WriteReport writes, in the order it returns them.
+// plotFiles are the files Write writes, in the order it returns them.
 func plotFiles() []string {
 	return []string{"report.json", "attached.png", "load.png", "rates.png", "report.md"}
 }
@@ -170,7 +170,7 @@ func plotKeep(t *testing.T, r *Report, name string) {
 	if dir == "" {
 		return
 	}
-	if _, err := WriteReport(r, filepath.Join(dir, name)); err != nil {
+	if _, err := Write(r, filepath.Join(dir, name)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -186,8 +186,8 @@ func TestWriteReport(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := plotSynthetic(tc.supernodes, tc.megas, tc.kills)
-			dir := filepath.Join(t.TempDir(), "out") // WriteReport creates it
-			files, err := WriteReport(r, dir)
+			dir := filepath.Join(t.TempDir(), "out") // Write creates it
+			files, err := Write(r, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +210,7 @@ func TestWriteReportEmpty(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			files, err := WriteReport(tc.r, dir)
+			files, err := Write(tc.r, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -436,5 +436,44 @@ func TestMarkdownNumber(t *testing.T) {
 		if got := mdNumber(tc.v); got != tc.want {
 			t.Errorf("mdNumber(%v) = %q, want %q", tc.v, got, tc.want)
 		}
+	}
+}
+
+// TestPlotNameCmp checks the natural order of node names: by text, then
+// by trailing number, then as strings.
+func TestPlotNameCmp(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"sn2", "sn10", -1},
+		{"sn10", "sn2", 1},
+		{"mega0", "sn0", -1},
+		{"sn", "sn0", -1},
+		{"sn1", "sn1", 0},
+	} {
+		t.Run(tc.a+"-"+tc.b, func(t *testing.T) {
+			if got := plotNameCmp(tc.a, tc.b); got != tc.want {
+				t.Errorf("plotNameCmp(%q, %q) = %d, want %d", tc.a, tc.b, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestPlotTitle checks a title names the verdict and an unnamed scenario.
+func TestPlotTitle(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    *Report
+		want string
+	}{
+		{"passed", &Report{Scenario: "steady", Seed: 7, Passed: true}, "load — steady, seed 0x7 (PASS)"},
+		{"failed-unnamed", &Report{Seed: 1}, "load — (unnamed scenario), seed 0x1 (FAIL)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := plotTitle(tc.r, "load"); got != tc.want {
+				t.Errorf("plotTitle = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package testnet
+package report
 
 import (
 	"encoding/json"
@@ -9,9 +9,9 @@ import (
 	"github.com/overlayd/overlayd/node"
 )
 
-// ReportSchema is the version of report.json's layout. Bump it when a
+// Schema is the version of report.json's layout. Bump it when a
 // field changes meaning or disappears; adding a field does not bump it.
-const ReportSchema = 1
+const Schema = 1
 
 // Report is everything a scenario run measured: report.json is this value,
 // and the plots and report.md are drawn from it alone.
@@ -42,7 +42,7 @@ type Versions struct {
 	Go       string `json:"go"`
 	Libp2p   string `json:"libp2p"`
 	// Build is the overlayd build that ran: version, commit (+dirty) and
-	// build time, as `overlayd version --json` prints them. WriteReport
+	// build time, as `overlayd version --json` prints them. Write
 	// fills it from the running binary when it is zero.
 	Build node.VersionInfo `json:"build"`
 }
@@ -115,9 +115,9 @@ type Load struct {
 	Mega     bool   `json:"mega"`
 }
 
-// WriteReport writes dir/report.json, the plots and dir/report.md,
+// Write writes dir/report.json, the plots and dir/report.md,
 // creating dir. It returns the files written.
-func WriteReport(r *Report, dir string) ([]string, error) {
+func Write(r *Report, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}

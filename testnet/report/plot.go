@@ -1,4 +1,4 @@
-package testnet
+package report
 
 import (
 	"cmp"
