@@ -20,6 +20,10 @@ umask 077
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+NAME=testnet                        # the prefix of failure messages
+OVL_DATA=()                         # the daemons' data dir is overlayd's default
+# shellcheck source=SCRIPTDIR/../lib.sh
+. "$ROOT/testnet/lib.sh"
 GEN=$HERE/gen                       # generated, gitignored: identities, operator key, certificates
 PROJECT=overlayd-testnet            # compose project: every container, network and volume carries its label
 NETWORK=overlayd-testnet            # the network's fixed name (docker-compose.yml)
@@ -42,11 +46,7 @@ scale_factor() {
 	[ "$total" -le 11 ] || F=$((1 + (total - 11 + 21) / 22))
 }
 scale_factor
-dl() { echo $(($1 * F)); }
 GROUP=testnet-chaos
-
-log() { printf '%s  %s\n' "$(date -u +%H:%M:%S)" "$*"; }
-fail() { printf 'testnet: FAIL: %s\n' "$*" >&2; exit 1; }
 
 # compose runs the compose command of this machine: `docker compose` (v2)
 # or docker-compose (v1), on this project.
@@ -74,49 +74,17 @@ compose() {
 	"${COMPOSE_ARR[@]}" --env-file "$GEN/testnet.env" -p "$PROJECT" "${files[@]}" "$@"
 }
 
-# poll CMD... runs CMD until it succeeds or DEADLINE (seconds, default 60)
-# passes; the interval is 0.5 s. WHAT names the condition in the failure.
-poll() {
-	local what=$1 deadline=$2
-	shift 2
-	local end=$(($(date +%s) + deadline))
-	until "$@"; do
-		if [ "$(date +%s)" -ge "$end" ]; then
-			fail "timed out after ${deadline}s waiting for: $what"
-		fi
-		sleep 0.5 # poll interval, not synchronisation
-	done
-}
-
 # Containers of the project: cid SERVICE prints the container IDs of a service.
 cids() { docker ps -q --filter "label=com.docker.compose.project=$PROJECT" --filter "label=com.docker.compose.service=$1" | sort; }
 all_cids() { docker ps -q --filter "label=com.docker.compose.project=$PROJECT" | sort; }
 cname() { docker inspect -f '{{.Name}}' "$1" | sed 's|^/||'; }
 service_of() { docker inspect -f '{{index .Config.Labels "com.docker.compose.service"}}' "$1"; }
-ovl() { docker exec "$1" /overlayd "${@:2}"; }
-
-# status_json CID prints the daemon's status, or nothing when it does not answer.
-status_json() { ovl "$1" status --json 2>/dev/null || true; }
-# jget JSON KEY prints the first value of "KEY" in pretty-printed JSON.
-jget() {
-	sed -n -e "s/^ *\"$2\": \"\(.*\)\",\{0,1\}\$/\1/p" -e "s/^ *\"$2\": \([^\",{[]*\),\{0,1\}\$/\1/p" <<<"$1" | head -n1
-}
-# semaphores JSON prints "name in_use/max" for each semaphore.
-semaphores() {
-	awk -F': ' '/"name":/ {gsub(/[",]/, "", $2); n=$2} /"in_use":/ {gsub(/,/, "", $2); u=$2}
-		/"max":/ {gsub(/,/, "", $2); printf "%s%s %s/%s", sep, n, u, $2; sep=", "}' <<<"$1"
-}
 
 # ---- build and setup ------------------------------------------------------
 
 build() {
-	log "building the static binary and the image $IMAGE"
-	mkdir -p "$GEN/image"
-	(cd "$ROOT" && CGO_ENABLED=0 go build -buildvcs=auto -o "$GEN/image/overlayd" ./cmd/overlayd)
-	cp "$HERE/Dockerfile" "$GEN/image/Dockerfile"
-	# The classic builder: buildx may be missing, and FROM scratch needs nothing of BuildKit.
-	DOCKER_BUILDKIT=0 docker build -q -t "$IMAGE" --label "com.docker.compose.project=$PROJECT" "$GEN/image" >/dev/null 2>"$GEN/image/build.log" ||
-		{ cat "$GEN/image/build.log" >&2; fail "docker build"; }
+	build_binary
+	build_image "com.docker.compose.project=$PROJECT"
 }
 
 # setup generates, once, on the host: the operator key, the identity of
@@ -428,65 +396,10 @@ cmd_chaos() {
 	log "  $(cname "$victim") re-attached to $(snname "$(jget "$js" supernode)") (failovers $fo0 -> $(jget "$js" failovers))"
 	poll "the network formed after the partition" "$(dl 60)" formed
 
-	# 3. Group message: every client joins, listens; one publishes; all receive.
-	local out=$GEN/chaos clients=() pids=() i nonce
-	rm -rf "$out"
-	mkdir -p "$out"
-	nonce=$(date +%s%N)
+	# 3 and 4. A group message to every client, a direct message between two.
+	local clients=()
 	mapfile -t clients < <(cids client)
-	log "chaos 3/4: ${#clients[@]} clients join group $GROUP; $(cname "${clients[0]}") publishes"
-	for c in "${clients[@]}"; do ovl "$c" group join "$GROUP" >/dev/null; done
-	members_known() {
-		local n
-		n=$(ovl "${clients[0]}" group members --json "$GROUP" 2>/dev/null | grep -c '"12D3' || true)
-		[ "$n" -eq "${#clients[@]}" ]
-	}
-	poll "the group's home to know all ${#clients[@]} members" "$(dl 30)" members_known
-	for i in "${!clients[@]}"; do
-		ovl "${clients[$i]}" listen --ready --count 1 --timeout "$(dl 45)s" >"$out/group-$i.jsonl" 2>"$out/group-$i.err" &
-		pids+=($!)
-	done
-	listeners_ready() {
-		local i
-		for i in "${!clients[@]}"; do grep -qx ready "$out/group-$i.err" 2>/dev/null || return 1; done
-	}
-	poll "every listener to be ready" "$(dl 30)" listeners_ready
-	# One publish must reach every member.
-	ovl "${clients[0]}" group publish "$GROUP" "group-$nonce" >>"$out/publish.log" 2>&1 ||
-		fail "group publish failed: $(tail -n1 "$out/publish.log")"
-	all_received() {
-		local i
-		for i in "${!clients[@]}"; do grep -q "group-$nonce" "$out/group-$i.jsonl" 2>/dev/null || return 1; done
-	}
-	poll "every client to receive the group message" "$(dl 30)" all_received || true
-	for p in "${pids[@]}"; do wait "$p" || true; done
-	local missing=()
-	for i in "${!clients[@]}"; do
-		grep -q "\"kind\": *\"group\"" "$out/group-$i.jsonl" && grep -q "group-$nonce" "$out/group-$i.jsonl" || missing+=("$(cname "${clients[$i]}")")
-	done
-	[ ${#missing[@]} -eq 0 ] || fail "group message not received by ${missing[*]}; see $out"
-	log "  every client received the one group message ($(tail -n1 "$out/publish.log"))"
-
-	# 4. Direct message between two clients, on different supernodes if any.
-	local a="${clients[0]}" b="" sa
-	sa=$(jget "$(status_json "$a")" supernode)
-	for c in "${clients[@]:1}"; do
-		b=$c
-		[ "$(jget "$(status_json "$c")" supernode)" = "$sa" ] || break
-	done
-	local bid
-	bid=$(jget "$(status_json "$b")" peer_id)
-	log "chaos 4/4: direct message $(cname "$a") -> $(cname "$b")"
-	ovl "$b" listen --ready --count 1 --timeout 45s >"$out/direct.jsonl" 2>"$out/direct.err" &
-	local lp=$!
-	direct_ready() { grep -qx ready "$out/direct.err" 2>/dev/null; }
-	poll "the recipient's listener to be ready" 30 direct_ready
-	ovl "$a" send "$bid" "direct-$nonce" >>"$out/send.log" 2>&1 ||
-		fail "direct message $(cname "$a") -> $(cname "$b") not acknowledged: $(tail -n1 "$out/send.log")"
-	wait "$lp" || true
-	grep -q "\"kind\": *\"direct\"" "$out/direct.jsonl" && grep -q "direct-$nonce" "$out/direct.jsonl" ||
-		fail "direct message acknowledged but not printed by $(cname "$b")'s listener; see $out"
-	log "  delivered and received once ($(tail -n1 "$out/send.log"))"
+	chaos_messages "$GROUP" "${clients[@]}"
 	log "chaos passed"
 }
 
@@ -538,27 +451,7 @@ cmd_down() {
 
 # ---- smoke ----------------------------------------------------------------
 
-cmd_smoke() {
-	local t0 rc=0 limit=${SMOKE_TIMEOUT:-540}
-	t0=$(date +%s)
-	trap 'cmd_down || true' EXIT
-	timeout -k 20 "$limit" bash "$0" _up_chaos || rc=$?
-	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-		echo "testnet: FAIL: smoke test exceeded ${limit}s" >&2
-	fi
-	if [ "$rc" -ne 0 ]; then
-		cmd_status 2>/dev/null || true
-		log "logs of the last failure (tail):"
-		for c in $(docker ps -aq --filter "label=com.docker.compose.project=$PROJECT" | head -n 20); do
-			docker logs --tail 3 "$c" 2>&1 | sed "s|^|  $(cname "$c"): |"
-		done
-		echo "testnet: smoke FAILED (exit $rc) after $(($(date +%s) - t0))s" >&2
-		exit "$rc"
-	fi
-	cmd_down
-	trap - EXIT
-	log "smoke passed in $(($(date +%s) - t0))s"
-}
+cmd_smoke() { smoke 540 "label=com.docker.compose.project=$PROJECT"; }
 
 case "${1:-}" in
 up) cmd_up ;;

@@ -19,6 +19,11 @@ umask 077
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+NAME="swarm testnet"                # the prefix of failure messages
+OVL_DATA=(--data-dir /data)         # where stack.yml puts each task's data dir
+F=1                                 # deadlines are not scaled (lib.sh's dl)
+# shellcheck source=SCRIPTDIR/../lib.sh
+. "$ROOT/testnet/lib.sh"
 GEN=$HERE/gen                       # generated, gitignored: seed identity, operator key, markers
 STACK=overlayd-swarm                # stack namespace: services, network carry it
 NETWORK=${STACK}_overlay            # the stack's overlay network
@@ -30,39 +35,11 @@ CLIENTS=${CLIENTS:-6}
 SN_CAPACITY=${SN_CAPACITY:-1}
 GROUP=swarm-chaos
 
-log() { printf '%s  %s\n' "$(date -u +%H:%M:%S)" "$*"; }
-fail() { printf 'swarm testnet: FAIL: %s\n' "$*" >&2; exit 1; }
-
-# poll WHAT DEADLINE CMD... runs CMD until it succeeds or DEADLINE seconds
-# pass; the interval is 0.5 s.
-poll() {
-	local what=$1 deadline=$2
-	shift 2
-	local end=$(($(date +%s) + deadline))
-	until "$@"; do
-		if [ "$(date +%s)" -ge "$end" ]; then
-			fail "timed out after ${deadline}s waiting for: $what"
-		fi
-		sleep 0.5 # poll interval, not synchronisation
-	done
-}
-
 # cids SERVICE prints the running task containers of a service (seed, supernode, mega, client).
 cids() { docker ps -q --filter "label=com.docker.swarm.service.name=${STACK}_$1" | sort; }
 all_cids() { docker ps -q --filter "label=com.docker.stack.namespace=$STACK" | sort; }
 # cname CID prints the task's name: service.slot.
 cname() { docker inspect -f '{{index .Config.Labels "com.docker.swarm.task.name"}}' "$1" | cut -d. -f1-2 | sed "s/^${STACK}_//"; }
-ovl() { docker exec "$1" /overlayd "${@:2}"; }
-status_json() { ovl "$1" status --json --data-dir /data 2>/dev/null || true; }
-# jget JSON KEY prints the first value of "KEY" in pretty-printed JSON.
-jget() {
-	sed -n -e "s/^ *\"$2\": \"\(.*\)\",\{0,1\}\$/\1/p" -e "s/^ *\"$2\": \([^\",{[]*\),\{0,1\}\$/\1/p" <<<"$1" | head -n1
-}
-semaphores() {
-	awk -F': ' '/"name":/ {gsub(/[",]/, "", $2); n=$2} /"in_use":/ {gsub(/,/, "", $2); u=$2}
-		/"max":/ {gsub(/,/, "", $2); printf "%s%s %s/%s", sep, n, u, $2; sep=", "}' <<<"$1"
-}
-peer_of() { jget "$(status_json "$1")" peer_id; }
 
 # ---- up -------------------------------------------------------------------
 
@@ -86,14 +63,11 @@ swarm_init() {
 }
 
 build() {
-	log "building the static binary and the image $IMAGE"
-	mkdir -p "$GEN/image"
-	(cd "$ROOT" && CGO_ENABLED=0 go build -buildvcs=auto -o "$GEN/image/overlayd" ./cmd/overlayd)
-	cp "$HERE/Dockerfile" "$GEN/image/Dockerfile"
+	build_binary
+	# The image's /data, owned by root and 0700, as a tar for the Dockerfile.
 	rm -rf "$GEN/image/root" && mkdir -p "$GEN/image/root/data" && chmod 700 "$GEN/image/root/data"
 	tar -C "$GEN/image/root" --owner=0 --group=0 -cf "$GEN/image/data.tar" data
-	DOCKER_BUILDKIT=0 docker build -q -t "$IMAGE" --label "com.docker.stack.namespace=$STACK" "$GEN/image" >/dev/null 2>"$GEN/image/build.log" ||
-		{ cat "$GEN/image/build.log" >&2; fail "docker build"; }
+	build_image "com.docker.stack.namespace=$STACK"
 }
 
 # setup generates on the host: the operator key (it stays here), the seed's
@@ -292,63 +266,10 @@ cmd_chaos() {
 	poll "the network formed after the promotion" 60 formed
 	log "  $(cname "$mega") ($mid) is a mega-supernode again"
 
-	# 3. Group message: every client joins, listens; one publishes; all receive.
-	local out=$GEN/chaos clients=() pids=() i nonce
-	rm -rf "$out"
-	mkdir -p "$out"
-	nonce=$(date +%s%N)
+	# 3 and 4. A group message to every client, a direct message between two.
+	local clients=()
 	mapfile -t clients < <(cids client)
-	log "chaos 3/4: ${#clients[@]} clients join group $GROUP; $(cname "${clients[0]}") publishes"
-	for c in "${clients[@]}"; do ovl "$c" group join --data-dir /data "$GROUP" >/dev/null; done
-	members_known() {
-		local n
-		n=$(ovl "${clients[0]}" group members --data-dir /data --json "$GROUP" 2>/dev/null | grep -c '"12D3' || true)
-		[ "$n" -eq "${#clients[@]}" ]
-	}
-	poll "the group's home to know all ${#clients[@]} members" 30 members_known
-	for i in "${!clients[@]}"; do
-		ovl "${clients[$i]}" listen --data-dir /data --ready --count 1 --timeout 45s >"$out/group-$i.jsonl" 2>"$out/group-$i.err" &
-		pids+=($!)
-	done
-	listeners_ready() {
-		local i
-		for i in "${!clients[@]}"; do grep -qx ready "$out/group-$i.err" 2>/dev/null || return 1; done
-	}
-	poll "every listener to be ready" 30 listeners_ready
-	ovl "${clients[0]}" group publish --data-dir /data "$GROUP" "group-$nonce" >>"$out/publish.log" 2>&1 ||
-		fail "group publish failed: $(tail -n1 "$out/publish.log")"
-	all_received() {
-		local i
-		for i in "${!clients[@]}"; do grep -q "group-$nonce" "$out/group-$i.jsonl" 2>/dev/null || return 1; done
-	}
-	poll "every client to receive the group message" 30 all_received || true
-	for p in "${pids[@]}"; do wait "$p" || true; done
-	local missing=()
-	for i in "${!clients[@]}"; do
-		grep -q "\"kind\": *\"group\"" "$out/group-$i.jsonl" && grep -q "group-$nonce" "$out/group-$i.jsonl" || missing+=("$(cname "${clients[$i]}")")
-	done
-	[ ${#missing[@]} -eq 0 ] || fail "group message not received by ${missing[*]}; see $out"
-	log "  every client received the one group message ($(tail -n1 "$out/publish.log"))"
-
-	# 4. Direct message between two clients, on different supernodes if any.
-	local a="${clients[0]}" b="" sa bid lp
-	sa=$(jget "$(status_json "$a")" supernode)
-	for c in "${clients[@]:1}"; do
-		b=$c
-		[ "$(jget "$(status_json "$c")" supernode)" = "$sa" ] || break
-	done
-	bid=$(peer_of "$b")
-	log "chaos 4/4: direct message $(cname "$a") -> $(cname "$b")"
-	ovl "$b" listen --data-dir /data --ready --count 1 --timeout 45s >"$out/direct.jsonl" 2>"$out/direct.err" &
-	lp=$!
-	direct_ready() { grep -qx ready "$out/direct.err" 2>/dev/null; }
-	poll "the recipient's listener to be ready" 30 direct_ready
-	ovl "$a" send --data-dir /data "$bid" "direct-$nonce" >>"$out/send.log" 2>&1 ||
-		fail "direct message $(cname "$a") -> $(cname "$b") not acknowledged: $(tail -n1 "$out/send.log")"
-	wait "$lp" || true
-	grep -q "\"kind\": *\"direct\"" "$out/direct.jsonl" && grep -q "direct-$nonce" "$out/direct.jsonl" ||
-		fail "direct message acknowledged but not printed by $(cname "$b")'s listener; see $out"
-	log "  delivered and received once ($(tail -n1 "$out/send.log"))"
+	chaos_messages "$GROUP" "${clients[@]}"
 	log "chaos passed"
 }
 
@@ -383,27 +304,7 @@ cmd_down() {
 
 # ---- smoke ----------------------------------------------------------------
 
-cmd_smoke() {
-	local t0 rc=0 limit=${SMOKE_TIMEOUT:-240}
-	t0=$(date +%s)
-	trap 'cmd_down || true' EXIT
-	timeout -k 20 "$limit" bash "$0" _up_chaos || rc=$?
-	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-		echo "swarm testnet: FAIL: smoke test exceeded ${limit}s" >&2
-	fi
-	if [ "$rc" -ne 0 ]; then
-		cmd_status 2>/dev/null || true
-		log "logs of the last failure (tail):"
-		for c in $(docker ps -aq --filter "label=com.docker.stack.namespace=$STACK" | head -n 20); do
-			docker logs --tail 3 "$c" 2>&1 | sed "s|^|  $(cname "$c"): |"
-		done
-		echo "swarm testnet: smoke FAILED (exit $rc) after $(($(date +%s) - t0))s" >&2
-		exit "$rc"
-	fi
-	cmd_down
-	trap - EXIT
-	log "smoke passed in $(($(date +%s) - t0))s"
-}
+cmd_smoke() { smoke 240 "label=com.docker.stack.namespace=$STACK"; }
 
 case "${1:-}" in
 up) cmd_up ;;
