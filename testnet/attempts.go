@@ -53,18 +53,20 @@ func (a *attemptLog) readySince(t time.Time) int {
 	return n
 }
 
-// attemptStats summarises the attempts of a period.
-type attemptStats struct {
+// AttemptStats summarises the clients' attach attempts of a period.
+type AttemptStats struct {
+	// Attempts counts them; Failed those that got no answer (a stream or
+	// connection error).
 	Attempts, Failed int
 	// Peak is the most attempts in any window of the given length.
 	Peak int
 }
 
 // since summarises the attempts from t on, with the peak in windows of w.
-func (a *attemptLog) since(t time.Time, w time.Duration) attemptStats {
+func (a *attemptLog) since(t time.Time, w time.Duration) AttemptStats {
 	a.mu.Lock()
 	var ts []time.Time
-	var s attemptStats
+	var s AttemptStats
 	for _, at := range a.all {
 		if at.t.Before(t) {
 			continue
@@ -85,4 +87,10 @@ func (a *attemptLog) since(t time.Time, w time.Duration) attemptStats {
 		s.Peak = max(s.Peak, hi-lo+1)
 	}
 	return s
+}
+
+// Attempts summarises the clients' attach attempts from t on, with the
+// peak in windows of w: how the storm scenario sees the reconnect wave.
+func (n *Network) Attempts(t time.Time, w time.Duration) AttemptStats {
+	return n.attempts.since(t, w)
 }

@@ -4,9 +4,10 @@
 // Every network has a seed, printed by the runner, so that a schedule can be
 // replayed.
 //
-// It holds the harness (Start, Network, Config) and the scenarios run on it
-// (RunScenario: the schedule of kills, partitions, storms and hand-backs,
-// their criteria and samples). What a run leaves behind, report.json, the
-// plots and report.md, is testnet/report's: testnet fills a report.Report
-// and must not draw or format it itself.
+// It holds the harness (Start, Network, Config) and the controls and
+// measurements scenarios are made of (kills, restarts, storms,
+// promotions, partitions, publishers and their losses, Sample). The named
+// scenarios and their criteria are testnet/scenario's; what a run leaves
+// behind (report.json, the plots, report.md) is testnet/report's: testnet
+// fills a report.Sample and must not draw or format a report itself.
 package testnet

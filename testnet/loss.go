@@ -299,10 +299,10 @@ func (p seqPos) after(q seqPos) bool {
 	return p.epoch > q.epoch || p.epoch == q.epoch && p.seq > q.seq
 }
 
-// waitHomeKnows waits until GroupName's home lists every running client
+// WaitHomeKnows waits until GroupName's home lists every running client
 // as a member, so that "every member" is well defined; it returns how
 // many it knew last.
-func (n *Network) waitHomeKnows(ctx context.Context) (int, error) {
+func (n *Network) WaitHomeKnows(ctx context.Context) (int, error) {
 	known := 0
 	err := poll(ctx, 50*time.Millisecond, func() bool {
 		cs := n.Clients()

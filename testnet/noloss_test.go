@@ -32,7 +32,7 @@ func lossNet(ctx context.Context, t *testing.T, noResume bool) *Network {
 	if err := n.WaitAttached(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.waitHomeKnows(ctx); err != nil {
+	if _, err := n.WaitHomeKnows(ctx); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -914,6 +914,10 @@ func (n *Network) Counters() Counters {
 	return Counters{Sent: n.sent.Load(), Delivered: n.deliv.Load(), Duplicates: n.dups.Load(), OutOfOrder: n.outOfOrd.Load()}
 }
 
+// Elapsed is the time since the network started: the time base of its
+// samples and of a scenario's events.
+func (n *Network) Elapsed() time.Duration { return time.Since(n.t0) }
+
 // Sample reads the network's state now; t is seconds since start.
 func (n *Network) Sample() report.Sample {
 	s := report.Sample{T: time.Since(n.t0).Seconds(), Sent: n.sent.Load(), Delivered: n.deliv.Load()}

@@ -24,13 +24,14 @@ import (
 	"github.com/overlayd/overlayd/testnet/groupsim"
 	"github.com/overlayd/overlayd/testnet/planner"
 	"github.com/overlayd/overlayd/testnet/report"
+	"github.com/overlayd/overlayd/testnet/scenario"
 	"github.com/overlayd/overlayd/testnet/sim"
 )
 
 func testnetCommand() *cli.Command {
 	d := testnet.DefaultConfig()
 	var names []string
-	for _, s := range testnet.Scenarios() {
+	for _, s := range scenario.All() {
 		names = append(names, fmt.Sprintf("  %-10s %s", s.Name, s.Summary))
 	}
 	return &cli.Command{
@@ -44,7 +45,7 @@ func testnetCommand() *cli.Command {
 				"The same --seed gives the same identities and the same schedule.\n\nScenarios:\n" +
 				strings.Join(names, "\n"),
 			Flags: []cli.Flag{
-				&cli.StringFlag{Name: "scenario", Usage: "scenario to run: " + strings.Join(testnet.ScenarioNames(), ", "), Value: "tour"},
+				&cli.StringFlag{Name: "scenario", Usage: "scenario to run: " + strings.Join(scenario.Names(), ", "), Value: "tour"},
 				&cli.IntFlag{Name: "supernodes", Usage: "regular supernodes to start", Value: d.Supernodes},
 				&cli.IntFlag{Name: "clients", Usage: "ordinary nodes to start", Value: d.Clients},
 				&cli.IntFlag{Name: "megas", Usage: "operator-seeded mega-supernodes to start", Value: d.Megas},
@@ -76,14 +77,14 @@ func testnetCommand() *cli.Command {
 				if err := cfg.Validate(); err != nil {
 					return usageError{err}
 				}
-				if _, err := testnet.FindScenario(c.String("scenario")); err != nil {
+				if _, err := scenario.Find(c.String("scenario")); err != nil {
 					return usageError{fmt.Errorf("--scenario: %w", err)}
 				}
 				ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 				defer stop()
 				ctx, cancel := context.WithTimeout(ctx, c.Duration("timeout"))
 				defer cancel()
-				return runScenario(ctx, c.App.Writer, testnet.RunConfig{Config: cfg, Scenario: c.String("scenario"), Version: node.BuildVersion().Version},
+				return runScenario(ctx, c.App.Writer, scenario.RunConfig{Config: cfg, Scenario: c.String("scenario"), Version: node.BuildVersion().Version},
 					c.String("report"), isTerminal(c.App.Writer))
 			},
 		}, simCommand()},
@@ -434,12 +435,12 @@ var errCriteria = errors.New("a pass criterion failed")
 
 // runScenario runs one scenario, showing progress on w (a status line on a
 // terminal, log lines otherwise), and prints the summary.
-func runScenario(ctx context.Context, w io.Writer, rc testnet.RunConfig, reportDir string, tty bool) error {
+func runScenario(ctx context.Context, w io.Writer, rc scenario.RunConfig, reportDir string, tty bool) error {
 	fmt.Fprintf(w, "testnet: scenario %s, seed %d: %d supernodes (capacity %d), %d mega-supernodes (certificate capacity %d), %d ordinary nodes on 127.0.0.1\n",
 		rc.Scenario, rc.Seed, rc.Supernodes, rc.Capacity, rc.Megas, rc.MegaCapacity, rc.Clients)
 	p := &progressView{w: w, tty: tty}
 	rc.Progress = p.show
-	rep, err := testnet.RunScenario(ctx, rc)
+	rep, err := scenario.Run(ctx, rc)
 	p.done()
 	if rep == nil {
 		return err
@@ -474,7 +475,7 @@ type progressView struct {
 	phase string
 }
 
-func (p *progressView) show(pr testnet.Progress) {
+func (p *progressView) show(pr scenario.Progress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	status := fmt.Sprintf("%6.1fs  %-26s attached %d/%d  supernodes %d  delivered %d  refusals %d",

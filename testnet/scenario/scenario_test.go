@@ -1,4 +1,4 @@
-package testnet
+package scenario
 
 import (
 	"context"
@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overlayd/overlayd/testnet"
 	"github.com/overlayd/overlayd/testnet/report"
 )
 
 // smallRun is a scenario run at the scale go test uses.
 func smallRun(t *testing.T, scenario string, adjust func(*RunConfig)) *report.Report {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := testnet.DefaultConfig()
 	cfg.Supernodes, cfg.Clients, cfg.Capacity, cfg.MegaCapacity = 4, 16, 6, 24
 	rc := RunConfig{Config: cfg, Scenario: scenario, SampleEvery: 100 * time.Millisecond}
 	if adjust != nil {
@@ -35,7 +36,7 @@ func smallRun(t *testing.T, scenario string, adjust func(*RunConfig)) *report.Re
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	rep, err := RunScenario(ctx, rc)
+	rep, err := Run(ctx, rc)
 	if err != nil {
 		t.Fatalf("%s: %v", scenario, err)
 	}
@@ -47,7 +48,7 @@ func smallRun(t *testing.T, scenario string, adjust func(*RunConfig)) *report.Re
 }
 
 func TestScenarios(t *testing.T) {
-	for _, name := range ScenarioNames() {
+	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {
 			if rep := smallRun(t, name, nil); !rep.Passed {
 				t.Errorf("scenario %s failed its criteria", name)

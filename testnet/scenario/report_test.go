@@ -1,4 +1,4 @@
-package testnet
+package scenario
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overlayd/overlayd/testnet"
 	"github.com/overlayd/overlayd/testnet/report"
 )
 
@@ -37,11 +38,11 @@ func jsonKeys(v any, prefix string, out map[string]bool) {
 // TestReportOfARealRunMatchesTheSchema runs a scenario and checks that its
 // report.json has exactly the golden file's key paths.
 func TestReportOfARealRunMatchesTheSchema(t *testing.T) {
-	cfg := DefaultConfig()
+	cfg := testnet.DefaultConfig()
 	cfg.Supernodes, cfg.Clients, cfg.Megas = 3, 6, 1
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rep, err := RunScenario(ctx, RunConfig{Config: cfg, Scenario: "steady", SampleEvery: 100 * time.Millisecond})
+	rep, err := Run(ctx, RunConfig{Config: cfg, Scenario: "steady", SampleEvery: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestReportOfARealRunMatchesTheSchema(t *testing.T) {
 		slices.Sort(ks)
 		return ks
 	}
-	got, want := keys(filepath.Join(dir, "report.json")), keys(filepath.Join("report", "testdata", "report.golden.json"))
+	got, want := keys(filepath.Join(dir, "report.json")), keys(filepath.Join("..", "report", "testdata", "report.golden.json"))
 	// A real run of steady has no events; events[] keys come from the golden file only.
 	want = slices.DeleteFunc(want, func(k string) bool { return len(k) > 8 && k[:8] == "events[]" })
 	got = slices.DeleteFunc(got, func(k string) bool { return len(k) > 8 && k[:8] == "events[]" })

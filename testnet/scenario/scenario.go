@@ -1,4 +1,4 @@
-package testnet
+package scenario
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/overlayd/overlayd/testnet"
 	"github.com/overlayd/overlayd/testnet/report"
 )
 
@@ -21,41 +22,41 @@ type Scenario struct {
 	Summary string
 	// Adjust, if not nil, adapts the network's configuration to the
 	// scenario (for example a wider first-pass stagger for the storm).
-	Adjust func(*Config)
-	run    func(*Run) error
+	Adjust func(*testnet.Config)
+	run    func(*Runner) error
 }
 
-// Scenarios lists the scenarios, the tour first.
-func Scenarios() []Scenario {
+// All lists the scenarios, the tour first.
+func All() []Scenario {
 	return []Scenario{
 		{Name: "tour", Summary: "form, message, crash 60% of the supernodes, promote the megas, restart, hand back, message again: the whole system in one run", run: runTour},
 		{Name: "steady", Summary: "form, attach every client, send group and direct messages: nothing lost, nothing duplicated", run: runSteady},
 		{Name: "churn", Summary: "clients join and leave at a steady rate: every live client attached, rings agree", run: runChurn},
 		{Name: "outage", Summary: "crash 30% of the supernodes at once: clients re-attach in bounded time, no supernode over capacity", run: runOutage},
 		{Name: "storm", Summary: "every client drops its session and reconnects in the same instant: refusals answered, the wave spread, no collapse",
-			Adjust: func(c *Config) { c.RetryBase = max(c.RetryBase, time.Second) }, run: runStorm},
+			Adjust: func(c *testnet.Config) { c.RetryBase = max(c.RetryBase, time.Second) }, run: runStorm},
 		{Name: "recovery", Summary: "crash 60% of the supernodes (more than the rest can carry), promote the mega-supernodes, restart, hand back", run: runRecoveryScenario},
 		{Name: "partition", Summary: "split the network in two and heal it: both sides keep serving, rings agree again", run: runPartition},
 	}
 }
 
-// ScenarioNames lists the scenarios' names.
-func ScenarioNames() []string {
+// Names lists the scenarios' names.
+func Names() []string {
 	var out []string
-	for _, s := range Scenarios() {
+	for _, s := range All() {
 		out = append(out, s.Name)
 	}
 	return out
 }
 
-// FindScenario returns the named scenario.
-func FindScenario(name string) (Scenario, error) {
-	for _, s := range Scenarios() {
+// Find returns the named scenario.
+func Find(name string) (Scenario, error) {
+	for _, s := range All() {
 		if s.Name == name {
 			return s, nil
 		}
 	}
-	return Scenario{}, fmt.Errorf("testnet: unknown scenario %q (have: %s)", name, strings.Join(ScenarioNames(), ", "))
+	return Scenario{}, fmt.Errorf("scenario: unknown scenario %q (have: %s)", name, strings.Join(Names(), ", "))
 }
 
 // Progress is the network's state as the runner reports it live.
@@ -68,7 +69,7 @@ type Progress struct {
 
 // RunConfig is one run of a scenario.
 type RunConfig struct {
-	Config
+	testnet.Config
 	Scenario string
 	// SampleEvery is the sampling period (default 250 ms).
 	SampleEvery time.Duration
@@ -79,11 +80,11 @@ type RunConfig struct {
 	Version string
 }
 
-// Run is one scenario run in progress: the network, the samples and the
+// Runner is one scenario run in progress: the network, the samples and the
 // verdicts so far.
-type Run struct {
+type Runner struct {
 	ctx context.Context
-	Net *Network
+	Net *testnet.Network
 	cfg RunConfig
 
 	mu       sync.Mutex
@@ -92,12 +93,12 @@ type Run struct {
 	progress func(Progress)
 }
 
-// RunScenario starts a network, runs the scenario on it, checks its pass
+// Run starts a network, runs the scenario on it, checks its pass
 // criteria and returns the report. An error means the run could not be
 // carried out (a node did not start, the context ended); failed criteria
 // are in the report, with Passed false.
-func RunScenario(ctx context.Context, rc RunConfig) (*report.Report, error) {
-	sc, err := FindScenario(rc.Scenario)
+func Run(ctx context.Context, rc RunConfig) (*report.Report, error) {
+	sc, err := Find(rc.Scenario)
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +111,7 @@ func RunScenario(ctx context.Context, rc RunConfig) (*report.Report, error) {
 	if rc.SampleEvery <= 0 {
 		rc.SampleEvery = 250 * time.Millisecond
 	}
-	r := &Run{ctx: ctx, cfg: rc, phase: "start", progress: rc.Progress}
+	r := &Runner{ctx: ctx, cfg: rc, phase: "start", progress: rc.Progress}
 	r.report = &report.Report{
 		Schema: report.Schema, Scenario: sc.Name, Seed: rc.Seed, Versions: versions(rc.Version),
 		Config: report.Sizes{Supernodes: rc.Supernodes, Clients: rc.Clients, Megas: rc.Megas, Capacity: rc.Capacity,
@@ -118,7 +119,7 @@ func RunScenario(ctx context.Context, rc RunConfig) (*report.Report, error) {
 		Figures: map[string]float64{}, Criteria: []report.Criterion{}, Events: []report.Event{}, Samples: []report.Sample{},
 	}
 	start := time.Now()
-	net, err := Start(ctx, rc.Config)
+	net, err := testnet.Start(ctx, rc.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +159,7 @@ func versions(overlayd string) report.Versions {
 	return v
 }
 
-func (r *Run) sampleLoop(ctx context.Context) {
+func (r *Runner) sampleLoop(ctx context.Context) {
 	t := time.NewTicker(r.cfg.SampleEvery)
 	defer t.Stop()
 	for {
@@ -172,7 +173,7 @@ func (r *Run) sampleLoop(ctx context.Context) {
 }
 
 // sample records the network's state and reports it.
-func (r *Run) sample() {
+func (r *Runner) sample() {
 	s := r.Net.Sample()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -183,15 +184,15 @@ func (r *Run) sample() {
 }
 
 // Phase names what the scenario does now, for the live progress.
-func (r *Run) Phase(name string) {
+func (r *Runner) Phase(name string) {
 	r.mu.Lock()
 	r.phase = name
 	r.mu.Unlock()
 }
 
 // Event records an action on the network.
-func (r *Run) Event(kind, detail string) {
-	e := report.Event{T: time.Since(r.Net.t0).Seconds(), Kind: kind, Detail: detail}
+func (r *Runner) Event(kind, detail string) {
+	e := report.Event{T: r.Net.Elapsed().Seconds(), Kind: kind, Detail: detail}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.report.Events = append(r.report.Events, e)
@@ -200,7 +201,7 @@ func (r *Run) Event(kind, detail string) {
 	}
 }
 
-func (r *Run) lastSample() report.Sample {
+func (r *Runner) lastSample() report.Sample {
 	if n := len(r.report.Samples); n > 0 {
 		return r.report.Samples[n-1]
 	}
@@ -208,24 +209,24 @@ func (r *Run) lastSample() report.Sample {
 }
 
 // Check records a pass criterion.
-func (r *Run) Check(name, want, got string, pass bool) {
+func (r *Runner) Check(name, want, got string, pass bool) {
 	r.mu.Lock()
 	r.report.Criteria = append(r.report.Criteria, report.Criterion{Name: name, Want: want, Got: got, Pass: pass})
 	r.mu.Unlock()
 }
 
 // Figure records a measurement.
-func (r *Run) Figure(name string, v float64) {
+func (r *Runner) Figure(name string, v float64) {
 	r.mu.Lock()
 	r.report.Figures[name] = v
 	r.mu.Unlock()
 }
 
 // Report returns the report so far.
-func (r *Run) Report() *report.Report { return r.report }
+func (r *Runner) Report() *report.Report { return r.report }
 
 // samplesSince returns the samples taken from t (seconds) on.
-func (r *Run) samplesSince(t float64) []report.Sample {
+func (r *Runner) samplesSince(t float64) []report.Sample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	i, _ := slices.BinarySearchFunc(r.report.Samples, t, func(s report.Sample, t float64) int {
@@ -241,10 +242,10 @@ func (r *Run) samplesSince(t float64) []report.Sample {
 }
 
 // now is seconds since the network started.
-func (r *Run) now() float64 { return time.Since(r.Net.t0).Seconds() }
+func (r *Runner) now() float64 { return r.Net.Elapsed().Seconds() }
 
 // within bounds a wait of the scenario.
-func (r *Run) within(d time.Duration) (context.Context, context.CancelFunc) {
+func (r *Runner) within(d time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(r.ctx, d)
 }
 
@@ -253,14 +254,14 @@ func (r *Run) within(d time.Duration) (context.Context, context.CancelFunc) {
 // formLimit is how long a network may take to form: 30 s, plus 50 ms per
 // node beyond a hundred (a thousand-node network takes tens of seconds on
 // two cores).
-func (r *Run) formLimit() time.Duration {
+func (r *Runner) formLimit() time.Duration {
 	nodes := r.cfg.Supernodes + r.cfg.Megas + r.cfg.Clients
 	return 30*time.Second + time.Duration(max(0, nodes-100))*50*time.Millisecond
 }
 
 // form waits until the directories converge and every client is attached,
 // and checks it happened within limit.
-func (r *Run) form(limit time.Duration) {
+func (r *Runner) form(limit time.Duration) {
 	r.Phase("forming")
 	t0 := time.Now()
 	ctx, cancel := r.within(limit)
@@ -287,7 +288,7 @@ func (r *Run) form(limit time.Duration) {
 // messages publishes groups group messages and sends directs direct ones,
 // then waits until every member received every group message. It checks
 // delivery (exactly once, in order) and returns whether it held.
-func (r *Run) messages(label string, groups, directs int, limit time.Duration) bool {
+func (r *Runner) messages(label string, groups, directs int, limit time.Duration) bool {
 	r.Phase("messaging " + label)
 	before := r.Net.Counters()
 	members := len(r.Net.Clients())
@@ -295,7 +296,7 @@ func (r *Run) messages(label string, groups, directs int, limit time.Duration) b
 	defer cancel()
 	// The group's home learns of every member with its join; wait until
 	// it knows them all, so that "every member" is well defined.
-	homeKnows, _ := r.Net.waitHomeKnows(ctx)
+	homeKnows, _ := r.Net.WaitHomeKnows(ctx)
 	var sendErrs []error
 	published, acked := 0, 0
 	for i := range groups {
@@ -331,7 +332,7 @@ func (r *Run) messages(label string, groups, directs int, limit time.Duration) b
 
 // reattach waits until every client is attached again and records how long
 // it took after the given moment.
-func (r *Run) reattach(label string, since time.Time, limit time.Duration) {
+func (r *Runner) reattach(label string, since time.Time, limit time.Duration) {
 	ctx, cancel := r.within(limit)
 	defer cancel()
 	err := r.Net.WaitAttached(ctx, nil)
@@ -345,7 +346,7 @@ func (r *Run) reattach(label string, since time.Time, limit time.Duration) {
 // capacityHeld checks that no regular supernode ever held more clients
 // than its capacity in the samples from t on (a mega's own certificate
 // capacity is checked the same way while it is a mega).
-func (r *Run) capacityHeld(from float64) {
+func (r *Runner) capacityHeld(from float64) {
 	worst, where := 0.0, "none"
 	for _, s := range r.samplesSince(from) {
 		for _, l := range s.Load {
@@ -373,7 +374,7 @@ const (
 // scenario kills) where there is one, once the group's home knows every
 // member, and waits until it has ten publishes acknowledged; nil if the
 // network has no client.
-func (r *Run) startLoss() *Publisher {
+func (r *Runner) startLoss() *testnet.Publisher {
 	cs := r.Net.Clients()
 	if len(cs) == 0 {
 		return nil
@@ -389,7 +390,7 @@ func (r *Run) startLoss() *Publisher {
 	}
 	ctx, cancel := r.within(20 * time.Second)
 	defer cancel()
-	_, _ = r.Net.waitHomeKnows(ctx)
+	_, _ = r.Net.WaitHomeKnows(ctx)
 	r.Phase("publishing from " + r.Net.Name(from))
 	p := r.Net.StartPublisher(r.ctx, from, lossEvery, lossRetry)
 	r.lossMore(p, 10)
@@ -397,7 +398,7 @@ func (r *Run) startLoss() *Publisher {
 }
 
 // lossMore waits (bounded) until p has k more publishes acknowledged.
-func (r *Run) lossMore(p *Publisher, k int) {
+func (r *Runner) lossMore(p *testnet.Publisher, k int) {
 	if p == nil {
 		return
 	}
@@ -410,7 +411,7 @@ func (r *Run) lossMore(p *Publisher, k int) {
 // checkLoss stops the loss publisher after ten more acknowledged
 // publishes, waits (bounded) until every member delivered every
 // acknowledged one, and checks each did so exactly once and in order.
-func (r *Run) checkLoss(p *Publisher) {
+func (r *Runner) checkLoss(p *testnet.Publisher) {
 	if p == nil {
 		return
 	}
@@ -422,7 +423,7 @@ func (r *Run) checkLoss(p *Publisher) {
 	defer cancel()
 	_ = r.Net.WaitDelivered(ctx, acked)
 	ml := r.Net.Loss(acked)
-	t := Totals(ml)
+	t := testnet.Totals(ml)
 	r.Figure("loss_published", float64(len(acked)))
 	r.Figure("loss_lost", float64(t.Lost))
 	r.Figure("loss_duplicates", float64(t.Duplicates))
@@ -441,7 +442,7 @@ func (r *Run) checkLoss(p *Publisher) {
 // duplicated or reordered publishes, with the first lost one's place in
 // publish order and the home's stamp on it (at most 8 members), so
 // that a failure says which publish to look for in the nodes' logs.
-func lossDetail(ms []MemberLoss, acked []Acked) string {
+func lossDetail(ms []testnet.MemberLoss, acked []testnet.Acked) string {
 	var b strings.Builder
 	n := 0
 	for _, m := range ms {
@@ -463,7 +464,7 @@ func lossDetail(ms []MemberLoss, acked []Acked) string {
 
 // --- scenarios ---
 
-func runSteady(r *Run) error {
+func runSteady(r *Runner) error {
 	r.form(r.formLimit())
 	r.messages("steady", 10, 10, 20*time.Second)
 	r.capacityHeld(0)
@@ -472,7 +473,7 @@ func runSteady(r *Run) error {
 
 // runTour is the README's main command: the recovery story with
 // messages before, during and after, so every part of the system shows.
-func runTour(r *Run) error {
+func runTour(r *Runner) error {
 	if r.cfg.Megas < 1 {
 		// Without megas the tour is an outage and a restart.
 		r.form(r.formLimit())
@@ -494,7 +495,7 @@ func runTour(r *Run) error {
 }
 
 // restart starts the killed supernodes again and checks they rejoin.
-func restart(r *Run) error {
+func restart(r *Runner) error {
 	r.Phase("restart")
 	names, err := r.Net.RestartSupernodes(r.ctx)
 	if err != nil {
@@ -516,7 +517,7 @@ func errText(err error) string {
 }
 
 // outage kills a fraction of the supernodes and checks re-attachment.
-func outage(r *Run, frac float64) error {
+func outage(r *Runner, frac float64) error {
 	r.Phase("outage")
 	t := time.Now()
 	names := r.Net.KillSupernodes(frac)
@@ -528,7 +529,7 @@ func outage(r *Run, frac float64) error {
 	return r.ctx.Err()
 }
 
-func runOutage(r *Run) error {
+func runOutage(r *Runner) error {
 	r.form(r.formLimit())
 	pub := r.startLoss()
 	if err := outage(r, 0.3); err != nil {
@@ -541,7 +542,7 @@ func runOutage(r *Run) error {
 	return r.ctx.Err()
 }
 
-func runChurn(r *Run) error {
+func runChurn(r *Runner) error {
 	r.form(r.formLimit())
 	r.Phase("churn")
 	from := r.now()
@@ -574,13 +575,13 @@ func runChurn(r *Run) error {
 	r.reattach("churn", time.Now(), 15*time.Second)
 	ctx, cancel := r.within(15 * time.Second)
 	defer cancel()
-	err := poll(ctx, 20*time.Millisecond, func() bool { return RingsAgree(r.Net.All()) })
+	err := poll(ctx, 20*time.Millisecond, func() bool { return testnet.RingsAgree(r.Net.All()) })
 	r.Check("rings agree after churn", "every live node has the same ring version within 15s", errText(err), err == nil)
 	r.capacityHeld(from)
 	return r.ctx.Err()
 }
 
-func runStorm(r *Run) error {
+func runStorm(r *Runner) error {
 	r.form(r.formLimit())
 	r.Phase("storm")
 	from := r.now()
@@ -590,7 +591,7 @@ func runStorm(r *Run) error {
 	}
 	r.Event(report.EventStorm, fmt.Sprintf("%d clients reconnect at once", len(r.Net.Clients())))
 	r.reattach("storm", opened, 30*time.Second)
-	st := r.Net.attempts.since(opened, 100*time.Millisecond)
+	st := r.Net.Attempts(opened, 100*time.Millisecond)
 	clients := len(r.Net.Clients())
 	r.Figure("storm_attempts", float64(st.Attempts))
 	r.Figure("storm_unanswered", float64(st.Failed))
@@ -606,12 +607,12 @@ func runStorm(r *Run) error {
 	return r.ctx.Err()
 }
 
-func runRecoveryScenario(r *Run) error { return recovery(r, false) }
+func runRecoveryScenario(r *Runner) error { return recovery(r, false) }
 
 // recovery crashes more supernodes than the rest can carry, promotes the
 // megas, restarts the crashed ones and hands back; tour adds messages
 // before and after.
-func recovery(r *Run, tour bool) error {
+func recovery(r *Runner, tour bool) error {
 	if r.cfg.Megas < 1 {
 		return errors.New("testnet: the recovery scenario needs --megas of at least 1")
 	}
@@ -687,7 +688,7 @@ func recovery(r *Run, tour bool) error {
 	return r.ctx.Err()
 }
 
-func runPartition(r *Run) error {
+func runPartition(r *Runner) error {
 	if r.cfg.Supernodes < 2 {
 		return errors.New("testnet: the partition scenario needs at least 2 supernodes")
 	}
@@ -759,7 +760,7 @@ func runPartition(r *Run) error {
 }
 
 // sendWithinSide sends a direct message between two clients of one side.
-func (r *Run) sendWithinSide(side int) bool {
+func (r *Runner) sendWithinSide(side int) bool {
 	var cs []int
 	clients := r.Net.Clients()
 	for i, c := range clients {
@@ -774,4 +775,18 @@ func (r *Run) sendWithinSide(side int) bool {
 	defer cancel()
 	res, err := clients[cs[0]].Client().Send(ctx, clients[cs[len(cs)-1]].ID(), []byte("within the side"))
 	return err == nil && !res.Stored // stored: not delivered within the side
+}
+
+// poll calls cond every tick until it holds or ctx ends.
+func poll(ctx context.Context, tick time.Duration, cond func() bool) error {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
 }
