@@ -20,6 +20,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/config"
 )
 
 // Files under deploy/ whose PromQL must name only metrics and labels the
@@ -137,9 +138,9 @@ func (k registered) check(r metricRef) error {
 func daemonMetrics(tb testing.TB) registered {
 	tb.Helper()
 	snReg, clReg := prometheus.NewRegistry(), prometheus.NewRegistry()
-	sn := startNode(tb, node.RoleSupernode, "", snReg)
+	sn := startNode(tb, config.RoleSupernode, "", snReg)
 	boot := fmt.Sprintf("%s/p2p/%s", sn.Host().Addrs()[0], sn.ID())
-	cl := startNode(tb, node.RoleOrdinary, boot, clReg)
+	cl := startNode(tb, config.RoleOrdinary, boot, clReg)
 	// The ring's version label and the session's series appear once the
 	// supernode has a ring and the client a session: wait for both.
 	deadline := time.NewTimer(20 * time.Second)
@@ -202,19 +203,19 @@ func hasSeries(tb testing.TB, reg *prometheus.Registry, name string, v float64) 
 	return false
 }
 
-func startNode(tb testing.TB, role node.Role, boot string, reg *prometheus.Registry) *node.Node {
+func startNode(tb testing.TB, role config.Role, boot string, reg *prometheus.Registry) *node.Node {
 	tb.Helper()
 	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c := node.DefaultConfig()
+	c := config.Default()
 	c.DataDir = filepath.Join(tb.TempDir(), "data")
 	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.Role = role
 	c.Capacity = 10
 	c.AnnounceInterval = 300 * time.Millisecond
-	c.APIListen = node.APIOff
+	c.APIListen = config.APIOff
 	if boot != "" {
 		c.Bootstrap = []string{boot}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
@@ -23,7 +24,7 @@ import (
 
 const testKeepalive = 100 * time.Millisecond
 
-func attachConfig(tb testing.TB, role Role, boot string) Config {
+func attachConfig(tb testing.TB, role config.Role, boot string) Config {
 	tb.Helper()
 	c := testConfig(tb, role)
 	c.AnnounceInterval = 300 * time.Millisecond
@@ -45,7 +46,7 @@ func supernodes(t *testing.T, k, capacity int) []*Node {
 	var sns []*Node
 	boot := ""
 	for range k {
-		c := attachConfig(t, RoleSupernode, boot)
+		c := attachConfig(t, config.RoleSupernode, boot)
 		c.Capacity = capacity
 		sn := startNode(t, c)
 		if boot == "" {
@@ -85,7 +86,7 @@ func newKey(t *testing.T) (crypto.PrivKey, peer.ID) {
 
 func startClient(t *testing.T, boot string, opts ...Option) *Node {
 	t.Helper()
-	return startClientConfig(t, attachConfig(t, RoleOrdinary, boot), opts...)
+	return startClientConfig(t, attachConfig(t, config.RoleOrdinary, boot), opts...)
 }
 
 func startClientConfig(t *testing.T, c Config, opts ...Option) *Node {
@@ -261,7 +262,7 @@ func TestAttachSurge(t *testing.T) {
 		c.RetryMax = 4 * time.Second
 		return c
 	}
-	snc := slow(attachConfig(t, RoleSupernode, ""))
+	snc := slow(attachConfig(t, config.RoleSupernode, ""))
 	snc.Capacity = C
 	sn := startNode(t, snc)
 	boot := p2pAddr(sn)
@@ -273,7 +274,7 @@ func TestAttachSurge(t *testing.T) {
 	}()
 	var early []*Node
 	for range C {
-		early = append(early, startClientConfig(t, slow(attachConfig(t, RoleOrdinary, boot)), WithLogger(slog.New(dbg))))
+		early = append(early, startClientConfig(t, slow(attachConfig(t, config.RoleOrdinary, boot)), WithLogger(slog.New(dbg))))
 	}
 	waitFor(t, 10*time.Second, "first C attached", func() bool {
 		for _, c := range early {
@@ -314,7 +315,7 @@ func TestAttachSurge(t *testing.T) {
 	var sg sync.WaitGroup
 	for range 20 * C {
 		sg.Go(func() {
-			c := startClientConfig(t, slow(attachConfig(t, RoleOrdinary, boot)), WithLogger(slog.New(dbg)), WithAttachGateForTest(gate))
+			c := startClientConfig(t, slow(attachConfig(t, config.RoleOrdinary, boot)), WithLogger(slog.New(dbg)), WithAttachGateForTest(gate))
 			mu.Lock()
 			surge = append(surge, c)
 			mu.Unlock()

@@ -2,13 +2,13 @@ package node
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
@@ -169,7 +169,7 @@ func TestCertifiedCapacityClampedToCeiling(t *testing.T) {
 	// A supernode configured above its certificate's ceiling takes the
 	// ceiling, and its peers record the ceiling.
 	key, id := newKey(t)
-	c := attachConfig(t, RoleSupernode, p2pAddr(sns[0]))
+	c := attachConfig(t, config.RoleSupernode, p2pAddr(sns[0]))
 	c.Capacity = 500
 	c.OperatorPubkeys = []string{op.pub}
 	c.SupernodeCert = op.snCertFile(t, id, 4)
@@ -234,7 +234,7 @@ func TestPromoteWithSupernodeCert(t *testing.T) {
 	op := newOperator(t)
 	sns, client := certifiedNetwork(t, op, 1, 10)
 	// A supernode started without a certificate is refused...
-	c := attachConfig(t, RoleSupernode, p2pAddr(sns[0]))
+	c := attachConfig(t, config.RoleSupernode, p2pAddr(sns[0]))
 	c.OperatorPubkeys = []string{op.pub}
 	bare := startNode(t, c)
 	// (its own validator is the first to refuse: the announcement is
@@ -260,42 +260,5 @@ func TestPromoteWithSupernodeCert(t *testing.T) {
 	})
 	if _, err := client.Promote(context.Background(), op.snCert(t, client.ID(), 3, 7)); err == nil {
 		t.Fatal("an ordinary node took a supernode certificate")
-	}
-}
-
-func TestCertifiedModeConfig(t *testing.T) {
-	op := newOperator(t)
-	tests := []struct {
-		name      string
-		tweak     func(c *Config)
-		certified bool
-		field     string // "" when valid
-	}{
-		{"no key: open", func(c *Config) {}, false, ""},
-		{"a key: certified by default", func(c *Config) { c.OperatorPubkeys = []string{op.pub} }, true, ""},
-		{"a key, open chosen: megas only", func(c *Config) { c.OperatorPubkeys, c.NetworkMode = []string{op.pub}, NetworkOpen }, false, ""},
-		{"certified without a key", func(c *Config) { c.NetworkMode = NetworkCertified }, true, "--network-mode"},
-		{"unknown mode", func(c *Config) { c.NetworkMode = "closed" }, false, "--network-mode"},
-		{"supernode cert in an open network", func(c *Config) { c.SupernodeCert = "x.cert" }, false, "--supernode-cert"},
-		{"supernode cert on an ordinary node", func(c *Config) {
-			c.Role, c.OperatorPubkeys, c.SupernodeCert = RoleOrdinary, []string{op.pub}, "x.cert"
-		}, true, "--supernode-cert"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := testConfig(t, RoleSupernode)
-			tt.tweak(&c)
-			if c.Certified() != tt.certified {
-				t.Fatalf("Certified() = %v", c.Certified())
-			}
-			err := c.Validate()
-			var ce *ConfigError
-			switch {
-			case tt.field == "" && err != nil:
-				t.Fatalf("Validate: %v", err)
-			case tt.field != "" && (!errors.As(err, &ce) || ce.Field != tt.field):
-				t.Fatalf("Validate: %v, want an error naming %s", err, tt.field)
-			}
-		})
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -15,17 +14,6 @@ import (
 // service runs while the node is a supernode, beside the locate protocol
 // that tells clients where a peer is attached; the reservation follows the
 // client's session (circuitAttached) and the node's reachability (reach.go).
-
-// relaySettings are the relay settings of c.
-func (c Config) relaySettings() circuit.Settings {
-	return circuit.Settings{
-		CircuitData:     c.RelayCircuitData,
-		CircuitDuration: c.RelayCircuitDuration,
-		PeerBytes:       c.RelayPeerBytes,
-		PeerRate:        c.RelayPeerRate,
-		ConnsPerIP:      c.ConnsPerIP,
-	}
-}
 
 // startRelay starts the circuit relay v2 service and the locate protocol
 // of the supernode role, sized by the current attached-peers capacity. It

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -19,41 +18,8 @@ import (
 	"github.com/multiformats/go-multistream"
 
 	"github.com/overlayd/overlayd/node/circuit"
+	"github.com/overlayd/overlayd/node/config"
 )
-
-// TestRelayBudgetConfig: budgets that no circuit could fit are refused
-// with a message naming the flag.
-func TestRelayBudgetConfig(t *testing.T) {
-	for _, tc := range []struct {
-		c    Config
-		want string // "" for valid
-	}{
-		{Config{}, ""},
-		{Config{RelayPeerBytes: -1, RelayPeerRate: -1}, ""},
-		{Config{RelayPeerBytes: 256 << 10}, ""},
-		{Config{RelayPeerBytes: 256<<10 - 1}, "--relay-peer-bytes"},
-		{Config{RelayCircuitData: 1 << 20, RelayPeerBytes: 1 << 20}, "2 × --relay-circuit-data = 2097152"},
-		{Config{RelayPeerBytes: -2}, "--relay-peer-bytes"},
-		{Config{RelayPeerRate: 1023}, "--relay-peer-rate"},
-		{Config{RelayPeerRate: -5}, "--relay-peer-rate"},
-		{Config{RelayPeerRate: 1024}, ""},
-	} {
-		err := validateRelayBudgets(tc.c.relaySettings())
-		switch {
-		case tc.want == "" && err != nil:
-			t.Errorf("%+v: %v", tc.c, err)
-		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-			t.Errorf("%+v: %v, want an error naming %q", tc.c, err, tc.want)
-		}
-	}
-	// Validate runs it.
-	c := attachConfig(t, RoleSupernode, "")
-	c.RelayPeerBytes = 1000
-	var ce *ConfigError
-	if err := c.Validate(); !errors.As(err, &ce) || ce.Field != "--relay-peer-bytes" {
-		t.Fatalf("Validate: %v", err)
-	}
-}
 
 const echoProto = protocol.ID("/overlayd-test/echo")
 
@@ -148,7 +114,7 @@ func serveEcho(n *Node) {
 // tunnel side with a clear error, while Y and A2, within their budgets,
 // still relay.
 func TestRelayBudgetCutsPeer(t *testing.T) {
-	c := attachConfig(t, RoleSupernode, "")
+	c := attachConfig(t, config.RoleSupernode, "")
 	c.Capacity = 4
 	c.RelayPeerBytes = 256 << 10
 	c.RelayPeerRate = -1

@@ -16,6 +16,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/overlayd/overlayd/node/circuit"
+	"github.com/overlayd/overlayd/node/config"
 )
 
 // reservedOn returns the supernode n holds a relay reservation on ("" if none).
@@ -174,7 +175,7 @@ func rawHost(t *testing.T) host.Host {
 // relays semaphore's size), a reservation from a peer not attached.
 func TestRelayRefusalsCounted(t *testing.T) {
 	t.Run("per IP", func(t *testing.T) {
-		c := attachConfig(t, RoleSupernode, "")
+		c := attachConfig(t, config.RoleSupernode, "")
 		c.Capacity = 3
 		c.ConnsPerIP = 1
 		sn := startNode(t, c)
@@ -191,7 +192,7 @@ func TestRelayRefusalsCounted(t *testing.T) {
 		}
 	})
 	t.Run("circuits and strangers", func(t *testing.T) {
-		c := attachConfig(t, RoleSupernode, "")
+		c := attachConfig(t, config.RoleSupernode, "")
 		c.Capacity = 1
 		sn := startNode(t, c)
 		a := startClient(t, p2pAddr(sn), WithReachability(network.ReachabilityPrivate))
@@ -278,18 +279,18 @@ func TestReachabilityDrivesReservation(t *testing.T) {
 // limits, for every capacity.
 func TestRelayLimitsLeaveRoom(t *testing.T) {
 	for _, capacity := range []int{1, 10, 200, 10_000} {
-		c := DefaultConfig()
-		c.Role, c.Capacity = RoleSupernode, capacity
-		l := circuit.LimitsFor(c.relaySettings(), capacity)
+		c := config.Default()
+		c.Role, c.Capacity = config.RoleSupernode, capacity
+		l := circuit.LimitsFor(c.RelaySettings(), capacity)
 		if l.Reservations != capacity || l.Circuits != 4*capacity || l.PerIP != min(c.ConnsPerIP, capacity) {
 			t.Fatalf("capacity %d: relay limits %+v", capacity, l)
 		}
-		svc, proto := circuit.ResourceLimits(c.relaySettings(), c.Capacity)
+		svc, proto := circuit.ResourceLimits(c.RelaySettings(), c.Capacity)
 		need := 2*l.Circuits + l.Reservations
 		if int(svc.Streams) < need || int(proto.Streams) < need || int(svc.StreamsInbound) < l.Circuits+l.Reservations {
 			t.Fatalf("capacity %d: rcmgr relay limits %+v / %+v below the relay's %d streams", capacity, svc, proto, need)
 		}
-		if system := 16 * connBudget(c); int(svc.Streams) > system {
+		if system := 16 * c.ConnBudget(); int(svc.Streams) > system {
 			t.Fatalf("capacity %d: relay streams %d above the system's %d", capacity, svc.Streams, system)
 		}
 	}

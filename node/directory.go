@@ -6,6 +6,7 @@ import (
 
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/dirdriver"
 )
 
@@ -22,10 +23,7 @@ var _ dirdriver.Announcer = supernodeAnnouncer{}
 // newDirDriver builds the node's directory driver. Start calls it once the
 // host and the metrics exist, before the directory hears anything.
 func (n *Node) newDirDriver() (*dirdriver.Driver, error) {
-	var announce []ma.Multiaddr
-	if len(n.cfg.AnnounceAddrs) > 0 {
-		announce, _ = parseAddrs("--announce-addr", n.cfg.AnnounceAddrs)
-	}
+	announce, _ := n.cfg.AnnounceMultiaddrs() // checked by Validate
 	return dirdriver.New(dirdriver.Config{
 		Host:             n.host,
 		Dir:              n.dir,
@@ -33,10 +31,10 @@ func (n *Node) newDirDriver() (*dirdriver.Driver, error) {
 		Bootstrap:        n.bootstrap,
 		AnnounceInterval: n.cfg.AnnounceInterval,
 		AnnounceAddrs:    announce,
-		ConnBudget:       connBudget(n.cfg),
+		ConnBudget:       n.cfg.ConnBudget(),
 		PartialView:      n.usesView(),
-		ServesViews:      n.cfg.Role != RoleOrdinary,
-		MayServe:         n.cfg.Role == RoleSupernode || n.cfg.Role == RoleAuto,
+		ServesViews:      n.cfg.Role != config.RoleOrdinary,
+		MayServe:         n.cfg.Role == config.RoleSupernode || n.cfg.Role == config.RoleAuto,
 		Certified:        n.cfg.Certified(),
 		Debounce:         n.debounc,
 		Serving:          n.serving.Load,

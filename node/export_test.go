@@ -7,6 +7,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/overlayd/overlayd/node/config"
 )
 
 // rejectedForTest returns how many announcements were refused for reason
@@ -119,7 +121,7 @@ func afterViewRefreshes(t testing.TB, n *Node, k int, within time.Duration) {
 // partial view instead of hearing the topic, so tests of what a topic
 // receiver does with an announcement use this or a supernode.
 func neverServes(c *Config) {
-	c.Role = RoleAuto
+	c.Role = config.RoleAuto
 	c.Capacity = 1
 	c.AutoMinCapacity = 2
 }
@@ -128,7 +130,7 @@ func neverServes(c *Config) {
 // (neverServes).
 func hearerConfig(tb testing.TB, boot string) Config {
 	tb.Helper()
-	c := attachConfig(tb, RoleAuto, boot)
+	c := attachConfig(tb, config.RoleAuto, boot)
 	neverServes(&c)
 	return c
 }

@@ -21,20 +21,11 @@ import (
 	xrate "github.com/libp2p/go-libp2p/x/rate"
 
 	"github.com/overlayd/overlayd/node/circuit"
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/lan"
 	overlayproto "github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
 )
-
-// connBudget is how many connections a node may hold: a supernode its
-// clients plus the headroom (peers being refused, other supernodes,
-// transient dials); an ordinary node only the headroom.
-func connBudget(c Config) int {
-	if c.Role == RoleOrdinary {
-		return c.ConnHeadroom
-	}
-	return c.Capacity + c.ConnHeadroom
-}
 
 // reachabilityOptions are the host's NAT-traversal options. Every node
 // learns its reachability with AutoNAT v2 (which also makes it serve v2
@@ -48,7 +39,7 @@ func reachabilityOptions(c Config) []libp2p.Option {
 		libp2p.EnableAutoNATv2(),
 		libp2p.EnableHolePunching(),
 	}
-	if c.Role != RoleOrdinary {
+	if c.Role != config.RoleOrdinary {
 		opts = append(opts,
 			libp2p.EnableNATService(),
 			libp2p.AutoNATServiceRateLimit(60, 4, time.Minute))
@@ -64,11 +55,11 @@ func reachabilityOptions(c Config) []libp2p.Option {
 // bw, if not nil, is the host's bandwidth reporter: the relay budgets
 // (circuit.Budgets) count relayed bytes per peer with it.
 func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater, bw p2pmetrics.Reporter) (host.Host, network.ResourceManager, error) {
-	listen, err := parseAddrs("--listen", c.Listen)
+	listen, err := c.ListenAddrs()
 	if err != nil {
 		return nil, nil, err
 	}
-	budget := connBudget(c)
+	budget := c.ConnBudget()
 	scaled := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&scaled)
 	attachStreams := rcmgr.LimitVal(budget)
@@ -77,7 +68,7 @@ func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater, bw
 		StreamsOutbound: attachStreams,
 		Streams:         2 * attachStreams,
 	}
-	relaySvc, relayProto := circuit.ResourceLimits(c.relaySettings(), c.Capacity)
+	relaySvc, relayProto := circuit.ResourceLimits(c.RelaySettings(), c.Capacity)
 	limits := rcmgr.PartialLimitConfig{
 		System: rcmgr.ResourceLimits{
 			Conns:           rcmgr.LimitVal(budget),

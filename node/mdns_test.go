@@ -7,20 +7,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/lan"
 )
-
-func TestMDNSConfigDefault(t *testing.T) {
-	c := DefaultConfig()
-	if !c.MDNS {
-		t.Fatal("mDNS is off by default")
-	}
-	c.DataDir = t.TempDir()
-	c.MDNS = false
-	if err := c.Validate(); err != nil {
-		t.Fatalf("mdns off: %v", err)
-	}
-}
 
 // TestMDNSJoinHint: a node alone, with no bootstrap peers, says once how to
 // join a network, and why it found no one.
@@ -36,7 +25,7 @@ func TestMDNSJoinHint(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var m messages
-			c := testConfig(t, RoleSupernode)
+			c := testConfig(t, config.RoleSupernode)
 			c.MDNS = tt.mdns
 			n, err := New(c, WithLogger(slog.New(&m)))
 			if err != nil {

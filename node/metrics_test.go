@@ -4,6 +4,8 @@ import (
 	"io"
 	"net/http"
 	"testing"
+
+	"github.com/overlayd/overlayd/node/config"
 )
 
 // TestProfilesNeverPublic: /debug/pprof/ is served on a loopback metrics
@@ -20,7 +22,7 @@ func TestProfilesNeverPublic(t *testing.T) {
 		{"public metrics listener does not", true, http.StatusNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := testConfig(t, RoleOrdinary)
+			c := testConfig(t, config.RoleOrdinary)
 			c.MetricsListen, c.MetricsPublic = "127.0.0.1:0", tc.public
 			n := startNode(t, c)
 			get := func(path string) int {

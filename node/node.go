@@ -24,6 +24,7 @@ import (
 
 	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/datadir"
 	"github.com/overlayd/overlayd/node/dirdriver"
 	"github.com/overlayd/overlayd/node/lan"
@@ -39,6 +40,9 @@ import (
 	"github.com/overlayd/overlayd/supernode/fanout"
 	"github.com/overlayd/overlayd/supernode/store"
 )
+
+// Config is the node's configuration, package node/config's.
+type Config = config.Config
 
 // Node is one overlayd daemon.
 type Node struct {
@@ -302,7 +306,7 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 	}
 	n.base = n.log
 	n.log = n.log.With("component", "node")
-	n.bootstrap, _ = cfg.bootstrapPeers()
+	n.bootstrap, _ = cfg.BootstrapPeers()
 	return n, nil
 }
 
@@ -335,7 +339,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		if n.key, err = LoadOrCreateIdentity(n.cfg.DataDir); err != nil {
 			return err
 		}
-	} else if n.cfg.APIListen != APIOff {
+	} else if n.cfg.APIListen != config.APIOff {
 		if err := EnsureDataDir(n.cfg.DataDir); err != nil {
 			return err
 		}
@@ -364,7 +368,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	n.runCtx = runCtx
-	if n.cfg.Role == RoleSupernode || n.cfg.Role == RoleAuto {
+	if n.cfg.Role == config.RoleSupernode || n.cfg.Role == config.RoleAuto {
 		if err := n.startSupernode(); err != nil {
 			return err
 		}
@@ -372,7 +376,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if n.cfg.Role != RoleSupernode {
+	if n.cfg.Role != config.RoleSupernode {
 		// Ordinary and auto nodes are clients; an auto node stays one
 		// while it serves (role_run.go).
 		if n.client, err = n.newClient(); err != nil {
@@ -395,7 +399,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if err := n.startTunnels(); err != nil {
 		return err
 	}
-	if n.cfg.APIListen != APIOff {
+	if n.cfg.APIListen != config.APIOff {
 		if err := n.startAPI(ctx); err != nil {
 			return err
 		}
@@ -417,12 +421,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.goLoop(func() { lan.Run(runCtx, n.lanConfig()) })
 	n.goLoop(func() { n.trust.Run(runCtx) })
-	if n.cfg.Role == RoleSupernode {
+	if n.cfg.Role == config.RoleSupernode {
 		// Announcements and the supernode mesh; an auto node runs them
 		// while it serves (role_run.go).
 		n.goLoop(func() { n.dirs.Serve(runCtx) })
 	}
-	if n.cfg.Role == RoleAuto {
+	if n.cfg.Role == config.RoleAuto {
 		n.goLoop(func() { n.roleLoop(runCtx) })
 	}
 	if n.client != nil {
@@ -565,15 +569,15 @@ func (n *Node) Directory() *directory.Directory { return n.dir }
 func (n *Node) Ring() *ring.Ring { return n.rings.Load() }
 
 // Role returns the role the node plays now and why.
-func (n *Node) Role() (Role, string) {
+func (n *Node) Role() (config.Role, string) {
 	switch n.cfg.Role {
-	case RoleAuto:
+	case config.RoleAuto:
 		r, why, _ := n.autoRole()
 		return r, why
-	case RoleSupernode:
-		return RoleSupernode, "pinned by --role supernode"
+	case config.RoleSupernode:
+		return config.RoleSupernode, "pinned by --role supernode"
 	}
-	return RoleOrdinary, "pinned by --role ordinary"
+	return config.RoleOrdinary, "pinned by --role ordinary"
 }
 
 func (n *Node) serve(ln net.Listener, h http.Handler) *http.Server {

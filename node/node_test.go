@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/dirdriver"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -21,15 +22,15 @@ import (
 const testInterval = 500 * time.Millisecond
 
 // testConfig is a loopback-only config with short intervals.
-func testConfig(tb testing.TB, role Role) Config {
+func testConfig(tb testing.TB, role config.Role) Config {
 	tb.Helper()
-	c := DefaultConfig()
+	c := config.Default()
 	c.DataDir = filepath.Join(tb.TempDir(), "data")
 	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
 	c.Role = role
 	c.Capacity = 50
 	c.AnnounceInterval = testInterval
-	c.APIListen = APIOff
+	c.APIListen = config.APIOff
 	return c
 }
 
@@ -73,16 +74,16 @@ func waitFor(tb testing.TB, within time.Duration, what string, cond func() bool)
 // through the first supernode.
 func startNetwork(tb testing.TB, supers, ordinary int) (sns, ons []*Node) {
 	tb.Helper()
-	first := startNode(tb, testConfig(tb, RoleSupernode))
+	first := startNode(tb, testConfig(tb, config.RoleSupernode))
 	sns = append(sns, first)
 	boot := p2pAddr(first)
 	for range supers - 1 {
-		c := testConfig(tb, RoleSupernode)
+		c := testConfig(tb, config.RoleSupernode)
 		c.Bootstrap = []string{boot}
 		sns = append(sns, startNode(tb, c))
 	}
 	for range ordinary {
-		c := testConfig(tb, RoleOrdinary)
+		c := testConfig(tb, config.RoleOrdinary)
 		c.Bootstrap = []string{boot}
 		ons = append(ons, startNode(tb, c))
 	}
@@ -167,7 +168,7 @@ func TestDirectoryConverges(t *testing.T) {
 
 func TestIdentityPersists(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "d")
-	c := testConfig(t, RoleOrdinary)
+	c := testConfig(t, config.RoleOrdinary)
 	c.DataDir = dir
 	a := startNode(t, c)
 	id := a.ID()
@@ -289,8 +290,8 @@ const rogueWait = 20 * time.Second
 // a supernode's directory is what the views of ordinary nodes are served
 // from (a pinned ordinary node does not hear the topic at all).
 func TestRogueAnnouncementsRejected(t *testing.T) {
-	target := startNode(t, testConfig(t, RoleSupernode))
-	victim := startNode(t, testConfig(t, RoleOrdinary))
+	target := startNode(t, testConfig(t, config.RoleSupernode))
+	victim := startNode(t, testConfig(t, config.RoleOrdinary))
 	r := newRogue(t, target)
 	// rejected reports whether target counted a rejection for reason
 	// since the call.
@@ -343,7 +344,7 @@ func TestRogueAnnouncementsRejected(t *testing.T) {
 func TestDepartedMeshPeerUnprotected(t *testing.T) {
 	sns, _ := startNetwork(t, 1, 0)
 	sn := sns[0]
-	cc := testConfig(t, RoleAuto)
+	cc := testConfig(t, config.RoleAuto)
 	neverServes(&cc)
 	cc.Bootstrap = []string{p2pAddr(sn)}
 	c := startNode(t, cc)

@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/supernode/store"
 )
@@ -27,7 +28,7 @@ func supernodesWith(t *testing.T, k, capacity int, opts ...Option) []*Node {
 	var sns []*Node
 	boot := ""
 	for range k {
-		c := attachConfig(t, RoleSupernode, boot)
+		c := attachConfig(t, config.RoleSupernode, boot)
 		c.Capacity = capacity
 		n, err := New(c, opts...)
 		if err != nil {
@@ -231,7 +232,7 @@ func TestOfflineQuota(t *testing.T) {
 // cluster) stores a message, stops, and starts again on the same data dir
 // and identity; the recipient, started after that, receives it.
 func TestOfflineStoreSurvivesRestart(t *testing.T) {
-	cfg := attachConfig(t, RoleSupernode, "")
+	cfg := attachConfig(t, config.RoleSupernode, "")
 	cfg.Capacity = 10
 	sn := startNode(t, cfg)
 	waitFor(t, 5*time.Second, "ring", func() bool { return sn.Ring() != nil })
@@ -263,7 +264,7 @@ func TestOfflineStoreSurvivesRestart(t *testing.T) {
 // TestCorruptStoreFailsStart: a supernode whose store.db is not a store
 // does not start, with an error naming the file, and leaves it as it was.
 func TestCorruptStoreFailsStart(t *testing.T) {
-	cfg := attachConfig(t, RoleSupernode, "")
+	cfg := attachConfig(t, config.RoleSupernode, "")
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +294,7 @@ func TestOfflineMessageExpires(t *testing.T) {
 	var sns []*Node
 	boot := ""
 	for range 3 {
-		c := attachConfig(t, RoleSupernode, boot)
+		c := attachConfig(t, config.RoleSupernode, boot)
 		c.Capacity, c.OfflineTTL = 10, time.Second
 		sn := startNode(t, c)
 		if boot == "" {
@@ -355,7 +356,7 @@ func BenchmarkOfflineStore(b *testing.B) {
 	var sns []*Node
 	boot := ""
 	for range 3 {
-		c := attachConfig(b, RoleSupernode, boot)
+		c := attachConfig(b, config.RoleSupernode, boot)
 		c.Capacity = 10
 		n, err := New(c, WithStoreLimitsForTest(lim))
 		if err != nil {
@@ -379,7 +380,7 @@ func BenchmarkOfflineStore(b *testing.B) {
 		}
 		return true
 	})
-	a, err := New(attachConfig(b, RoleOrdinary, boot))
+	a, err := New(attachConfig(b, config.RoleOrdinary, boot))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -401,7 +402,7 @@ func BenchmarkOfflineStore(b *testing.B) {
 	// same run: delivered and acked by the recipient.
 	var online []peer.ID
 	for range 4 {
-		r, err := New(attachConfig(b, RoleOrdinary, boot))
+		r, err := New(attachConfig(b, config.RoleOrdinary, boot))
 		if err != nil {
 			b.Fatal(err)
 		}

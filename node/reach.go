@@ -74,7 +74,7 @@ func v2Reachability(e event.EvtHostReachableAddrsChanged) network.Reachability {
 // the relay service, if running, is closed then too.
 func (n *Node) startReachability(ctx context.Context) error {
 	relay, err := circuit.New(circuit.Config{
-		Host: n.host, Budgets: &n.relayBudgets, Settings: n.cfg.relaySettings(), Registry: n.reg,
+		Host: n.host, Budgets: &n.relayBudgets, Settings: n.cfg.RelaySettings(), Registry: n.reg,
 		Reachability: n.Reachability, Now: n.now, Seed: n.seed(), Log: n.log,
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/overlay/cluster"
 )
 
@@ -28,12 +29,12 @@ func TestReturnHomeLosesNoGroupMessage(t *testing.T) {
 	var blockers []*Node
 	for _, h := range homeIDs {
 		sn := byID(sns, h)
-		b := startClientConfig(t, attachConfig(t, RoleOrdinary, boot), WithIdentity(keyHomedAt(t, sns, sn)))
+		b := startClientConfig(t, attachConfig(t, config.RoleOrdinary, boot), WithIdentity(keyHomedAt(t, sns, sn)))
 		waitFor(t, 5*time.Second, "blocker at the member's home", func() bool { return b.attachmentForTest() == h })
 		blockers = append(blockers, b)
 	}
 	home := byID(sns, homeIDs[0])
-	mc := attachConfig(t, RoleOrdinary, boot)
+	mc := attachConfig(t, config.RoleOrdinary, boot)
 	mc.ReturnInterval = 200 * time.Millisecond
 	member := startClientConfig(t, mc, WithIdentity(mkey))
 	waitFor(t, 10*time.Second, "member away from home", func() bool {

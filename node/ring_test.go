@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/protocol"
 )
 
@@ -15,7 +16,7 @@ import (
 // unconfirmed supernodes, as these made-up ones are, off its ring
 // (node/dirdriver/confirm.go).
 func TestRingRebuildDebounced(t *testing.T) {
-	c := testConfig(t, RoleAuto)
+	c := testConfig(t, config.RoleAuto)
 	neverServes(&c)                      // so its ring stays its whole directory's
 	c.AnnounceInterval = 2 * time.Second // debounce: 200 ms
 	n := startNode(t, c)

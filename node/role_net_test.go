@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/node/role"
 	"github.com/overlayd/overlayd/overlay/cluster"
@@ -27,7 +28,7 @@ import (
 // a surplus must last 1.5-3 s, drains take 1 s.
 func autoConfig(tb testing.TB, boot string, capacity int) Config {
 	tb.Helper()
-	c := netConfig(tb, RoleAuto, boot)
+	c := netConfig(tb, config.RoleAuto, boot)
 	c.Capacity = capacity
 	c.AutoMinCapacity = 5
 	c.AutoMinUptime = 200 * time.Millisecond
@@ -41,7 +42,7 @@ func autoConfig(tb testing.TB, boot string, capacity int) Config {
 // netConfig is attachConfig with timings that survive 27 nodes under the
 // race detector on a busy 2-core machine: 100 ms keepalives (300 ms of
 // silence kills a session) do not.
-func netConfig(tb testing.TB, role Role, boot string) Config {
+func netConfig(tb testing.TB, role config.Role, boot string) Config {
 	tb.Helper()
 	c := attachConfig(tb, role, boot)
 	c.AnnounceInterval = 400 * time.Millisecond
@@ -188,9 +189,9 @@ func stableFor(t *testing.T, within, d time.Duration, what string, f func() int)
 // supernode sees a surplus and no auto node a need; every remaining client
 // is attached again.
 func TestAutoRolesNetwork(t *testing.T) {
-	first := startNode(t, func() Config { c := netConfig(t, RoleSupernode, ""); c.Capacity = 4; return c }())
+	first := startNode(t, func() Config { c := netConfig(t, config.RoleSupernode, ""); c.Capacity = 4; return c }())
 	boot := p2pAddr(first)
-	second := netConfig(t, RoleSupernode, boot)
+	second := netConfig(t, config.RoleSupernode, boot)
 	second.Capacity = 4
 	startNode(t, second)
 	drains := &drainLog{at: map[peer.ID][]time.Time{}}
@@ -202,7 +203,7 @@ func TestAutoRolesNetwork(t *testing.T) {
 	private := startAuto(t, autoConfig(t, boot, 10), drains, WithReachability(network.ReachabilityPrivate))
 	var clients []*Node
 	for range 16 {
-		c := netConfig(t, RoleOrdinary, boot)
+		c := netConfig(t, config.RoleOrdinary, boot)
 		c.Capacity = 0
 		clients = append(clients, startClientConfig(t, c, WithObserver(drains.observe)))
 	}
@@ -482,7 +483,7 @@ func checkGradual(t *testing.T, drains *drainLog, want int) {
 // to the pinned supernodes, and the auto node is a client again.
 func TestAutoDemotionHandsClientsOver(t *testing.T) {
 	pinned := func(boot string) *Node {
-		c := netConfig(t, RoleSupernode, boot)
+		c := netConfig(t, config.RoleSupernode, boot)
 		c.Capacity = 10
 		n := startNode(t, c)
 		if err := n.sems.Attached.SetMax(1); err != nil {
@@ -500,7 +501,7 @@ func TestAutoDemotionHandsClientsOver(t *testing.T) {
 	waitFor(t, 10*time.Second, "auto node attached", func() bool { return auto.attachmentForTest() != "" })
 	var clients []*Node
 	for range 8 {
-		c := netConfig(t, RoleOrdinary, boot)
+		c := netConfig(t, config.RoleOrdinary, boot)
 		c.Capacity = 0
 		clients = append(clients, startClientConfig(t, c, WithObserver(drains.observe)))
 	}
@@ -618,7 +619,7 @@ func TestAllAutoNetworkFormsItsTier(t *testing.T) {
 func TestDrainWaitsForDetachedClients(t *testing.T) {
 	drains := &drainLog{}
 	lg, sl := drains.logger()
-	c := attachConfig(t, RoleSupernode, "")
+	c := attachConfig(t, config.RoleSupernode, "")
 	c.Capacity = 5
 	sn := startClientConfig(t, c, WithLogger(lg))
 	const k = 3

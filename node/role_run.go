@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/role"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -277,12 +278,12 @@ func (n *Node) roleChangedAt() time.Time {
 }
 
 // autoRole reports the auto role's state for Role and Status.
-func (n *Node) autoRole() (Role, string, []role.Criterion) {
+func (n *Node) autoRole() (config.Role, string, []role.Criterion) {
 	n.role.mu.Lock()
 	defer n.role.mu.Unlock()
-	r := RoleOrdinary
+	r := config.RoleOrdinary
 	if n.serving.Load() {
-		r = RoleSupernode
+		r = config.RoleSupernode
 	}
 	switch {
 	case n.role.draining > 0 || n.role.drainWhy != "":

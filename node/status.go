@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/localapi"
 )
 
@@ -28,7 +29,7 @@ func (n *Node) Status() localapi.Status {
 		DirectorySize:  n.dir.Snapshot().Len(),
 		Version:        BuildVersion().Version,
 	}
-	if n.cfg.Role == RoleAuto {
+	if n.cfg.Role == config.RoleAuto {
 		_, _, crit := n.autoRole()
 		for _, c := range crit {
 			s.RoleCriteria = append(s.RoleCriteria, localapi.RoleCriterion{Name: c.Name, Held: c.Held, Detail: c.Detail})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
@@ -96,7 +97,7 @@ func (n *Node) startSupernode() error {
 	}
 	n.router.Start()
 	n.admission.Start()
-	if n.cfg.Role == RoleAuto {
+	if n.cfg.Role == config.RoleAuto {
 		// An auto node starts ordinary: the machinery is built, but it
 		// admits nobody and runs no relay until it promotes (role_run.go).
 		n.admission.SetOpen(false)

@@ -8,6 +8,7 @@ import (
 
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/trust"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode/capacity"
@@ -27,13 +28,13 @@ var (
 // newTrust builds the node's trust keeper. Start calls it once the host
 // and the metrics exist, before the directory hears any announcement.
 func (n *Node) newTrust() (*trust.Keeper, error) {
-	trusted, _ := n.cfg.operatorKeys()
+	trusted, _ := n.cfg.OperatorKeys()
 	cfg := trust.Config{
 		Self:      n.host.ID(),
 		Trusted:   trusted,
 		Certified: n.cfg.Certified(),
 		Capacity:  n.cfg.Capacity,
-		Pinned:    n.cfg.Role == RoleSupernode,
+		Pinned:    n.cfg.Role == config.RoleSupernode,
 		Interval:  n.cfg.AnnounceInterval,
 		Role:      supernodeRole{n},
 		Serving:   n.serving.Load,
@@ -156,7 +157,7 @@ func (n *Node) loadMegaCert(ctx context.Context) error {
 			_, err = n.trust.SetSupernodeCert(ctx, raw, false)
 		}
 		if err != nil {
-			return &ConfigError{Field: "--supernode-cert", Value: n.cfg.SupernodeCert, Err: err}
+			return &config.Error{Field: "--supernode-cert", Value: n.cfg.SupernodeCert, Err: err}
 		}
 	} else if n.cfg.Certified() {
 		n.log.Warn("certified network and no --supernode-cert: peers refuse this node's announcements as a regular supernode until `overlayd promote` gives it a supernode certificate")
@@ -169,7 +170,7 @@ func (n *Node) loadMegaCert(ctx context.Context) error {
 		_, err = n.Promote(ctx, raw)
 	}
 	if err != nil {
-		return &ConfigError{Field: "--mega-cert", Value: n.cfg.MegaCert, Err: err}
+		return &config.Error{Field: "--mega-cert", Value: n.cfg.MegaCert, Err: err}
 	}
 	return nil
 }

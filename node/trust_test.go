@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -75,7 +76,7 @@ func (o operator) snCertFile(t *testing.T, id peer.ID, ceiling uint32) string {
 func trustingSupernode(t *testing.T, op operator, boot string, capacity int, tweak func(*Config)) *Node {
 	t.Helper()
 	key, id := newKey(t)
-	c := attachConfig(t, RoleSupernode, boot)
+	c := attachConfig(t, config.RoleSupernode, boot)
 	c.Capacity = capacity
 	c.OperatorPubkeys = []string{op.pub}
 	c.SupernodeCert = op.snCertFile(t, id, uint32(capacity))
@@ -87,7 +88,7 @@ func trustingSupernode(t *testing.T, op operator, boot string, capacity int, twe
 
 func trustingClient(t *testing.T, op operator, boot string, tweak func(*Config)) *Node {
 	t.Helper()
-	c := attachConfig(t, RoleOrdinary, boot)
+	c := attachConfig(t, config.RoleOrdinary, boot)
 	c.OperatorPubkeys = []string{op.pub}
 	if tweak != nil {
 		tweak(&c)
@@ -248,7 +249,7 @@ func TestFallbackToMegasAndHandBack(t *testing.T) {
 		}
 	}()
 	for range 10 {
-		c := attachConfig(t, RoleOrdinary, boot)
+		c := attachConfig(t, config.RoleOrdinary, boot)
 		c.OperatorPubkeys = []string{op.pub}
 		fast(&c)
 		clients = append(clients, startClientConfig(t, c, WithLogger(slog.New(dbg))))

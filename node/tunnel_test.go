@@ -15,6 +15,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/overlayd/overlayd/node/circuit"
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/node/tunnel"
 )
@@ -44,7 +45,7 @@ func tunnelEcho(t *testing.T) string {
 // client B: B can reach A only through the relay.
 func relayedEchoPair(t *testing.T) (sn, a, b *Node) {
 	t.Helper()
-	c := attachConfig(t, RoleSupernode, "")
+	c := attachConfig(t, config.RoleSupernode, "")
 	c.Capacity = 2
 	sn = startNode(t, c)
 	a = startClient(t, p2pAddr(sn), WithReachability(network.ReachabilityPrivate))
@@ -168,7 +169,7 @@ func TestTunnelRelayAfterRefusal(t *testing.T) {
 // milliseconds, and the swarm's parallel dial of that address does not
 // hold it up).
 func TestTunnelDialAfterCutGoesToRelay(t *testing.T) {
-	c := attachConfig(t, RoleSupernode, "")
+	c := attachConfig(t, config.RoleSupernode, "")
 	c.Capacity = 2
 	sn := startNode(t, c)
 	a := startClient(t, p2pAddr(sn), WithReachability(network.ReachabilityPrivate))
@@ -233,14 +234,14 @@ func TestTunnelDialAfterCutGoesToRelay(t *testing.T) {
 // plus the socket and muxer buffers on the way, not the data).
 func TestTunnelSlowConsumerThroughRelayBounded(t *testing.T) {
 	const window = 256 << 10
-	c := attachConfig(t, RoleSupernode, "")
+	c := attachConfig(t, config.RoleSupernode, "")
 	c.Capacity = 2
 	c.RelayCircuitData = 256 << 20 // the relay must not cut the circuit here
 	sn := startNode(t, c)
-	ac := attachConfig(t, RoleOrdinary, p2pAddr(sn))
+	ac := attachConfig(t, config.RoleOrdinary, p2pAddr(sn))
 	ac.TunnelWindow = window
 	a := startClientConfig(t, ac, WithReachability(network.ReachabilityPrivate))
-	bc := attachConfig(t, RoleOrdinary, p2pAddr(sn))
+	bc := attachConfig(t, config.RoleOrdinary, p2pAddr(sn))
 	bc.TunnelWindow = window
 	b := startClientConfig(t, bc)
 	waitFor(t, 10*time.Second, "A reserved", func() bool { return reservedOn(a) == sn.ID() })

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/overlayd/overlayd/node/config"
 )
 
 func TestVersion(t *testing.T) {
@@ -61,8 +63,8 @@ func TestVersion(t *testing.T) {
 // TestNodeAgentVersion checks that a node announces overlayd/<version>
 // through identify: another node that connects to it learns it.
 func TestNodeAgentVersion(t *testing.T) {
-	a := startNode(t, testConfig(t, RoleOrdinary))
-	b := startNode(t, testConfig(t, RoleOrdinary))
+	a := startNode(t, testConfig(t, config.RoleOrdinary))
+	b := startNode(t, testConfig(t, config.RoleOrdinary))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := b.Host().Connect(ctx, peer.AddrInfo{ID: a.ID(), Addrs: a.Host().Addrs()}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/viewclient"
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
@@ -24,7 +25,7 @@ import (
 // hearing the announcement topic: a pinned ordinary node, unless
 // Config.FullDirectory. An auto node is a candidate supernode and needs
 // the whole directory for its role rules.
-func (n *Node) usesView() bool { return n.cfg.Role == RoleOrdinary && !n.cfg.FullDirectory }
+func (n *Node) usesView() bool { return n.cfg.Role == config.RoleOrdinary && !n.cfg.FullDirectory }
 
 // PartialView reports whether the node keeps a partial view of the
 // directory (a pinned ordinary node) rather than the whole directory.

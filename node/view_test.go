@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/view"
 	"github.com/overlayd/overlayd/protocol"
@@ -57,7 +58,7 @@ func TestOrdinaryNodesKeepAView(t *testing.T) {
 	sns := viewTier(t, tier)
 	var cs []*Node
 	for range 4 {
-		cs = append(cs, startClientConfig(t, viewConfig(t, RoleOrdinary, p2pAddr(sns[rand.IntN(tier)]))))
+		cs = append(cs, startClientConfig(t, viewConfig(t, config.RoleOrdinary, p2pAddr(sns[rand.IntN(tier)]))))
 	}
 	for _, c := range cs {
 		waitFor(t, 20*time.Second, "client attached", func() bool { return c.attachmentForTest() != "" })
@@ -108,7 +109,7 @@ func TestOrdinaryNodesKeepAView(t *testing.T) {
 // viewConfig is attachConfig with an announce interval of a second and
 // keepalives of 300 ms: 16 supernodes under -race on a loaded 2-core
 // machine let 300 ms announcements (900 ms of life) expire.
-func viewConfig(t *testing.T, role Role, boot string) Config {
+func viewConfig(t *testing.T, role config.Role, boot string) Config {
 	c := attachConfig(t, role, boot)
 	c.AnnounceInterval = time.Second
 	c.Keepalive = 300 * time.Millisecond
@@ -123,7 +124,7 @@ func viewTier(t *testing.T, k int) []*Node {
 	var sns []*Node
 	boot := ""
 	for range k {
-		c := viewConfig(t, RoleSupernode, boot)
+		c := viewConfig(t, config.RoleSupernode, boot)
 		c.Capacity = 10
 		sns = append(sns, startNode(t, c))
 		boot = p2pAddr(sns[0])
@@ -219,8 +220,8 @@ func TestViewOmissionDetected(t *testing.T) {
 // (protocol.AnnounceInterval: 100 announcements a second for the tier),
 // and its receivers' limits follow, so the entry lives 3 such intervals.
 func TestTierIntervalFollowsDirectory(t *testing.T) {
-	sn := startNode(t, attachConfig(t, RoleSupernode, ""))
-	other := startNode(t, attachConfig(t, RoleSupernode, p2pAddr(sn)))
+	sn := startNode(t, attachConfig(t, config.RoleSupernode, ""))
+	other := startNode(t, attachConfig(t, config.RoleSupernode, p2pAddr(sn)))
 	waitFor(t, 10*time.Second, "the two supernodes know each other", func() bool {
 		return hasAll(sn, []peer.ID{other.ID()}) && hasAll(other, []peer.ID{sn.ID()})
 	})
@@ -269,8 +270,8 @@ func TestViewThroughOrdinaryBootstrap(t *testing.T) {
 // cmd/overlayd TestMDNSLANDaemonsFindEachOther: the view client asked only the
 // attached supernode, bootstrap peers and the view's entries).
 func TestViewFromPeerFoundWithoutBootstrap(t *testing.T) {
-	sn := startNode(t, attachConfig(t, RoleSupernode, ""))
-	c := attachConfig(t, RoleOrdinary, "")
+	sn := startNode(t, attachConfig(t, config.RoleSupernode, ""))
+	c := attachConfig(t, config.RoleOrdinary, "")
 	c.MDNS = false // the test connects the peers itself, as mDNS would
 	o := startClientConfig(t, c)
 	if err := o.Host().Connect(context.Background(), peer.AddrInfo{ID: sn.ID(), Addrs: sn.Host().Addrs()}); err != nil {

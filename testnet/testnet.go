@@ -23,6 +23,7 @@ import (
 
 	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/node/client"
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
@@ -223,17 +224,17 @@ func (n *Network) startClients(ctx context.Context, first, count int, keys []cry
 }
 
 func (n *Network) config(m *member) node.Config {
-	c := node.DefaultConfig()
+	c := config.Default()
 	c.DataDir = filepath.Join(n.dir, m.name) // unused: identities are injected and the API is off
 	c.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	c.APIListen = node.APIOff
-	c.Role = node.RoleOrdinary
+	c.APIListen = config.APIOff
+	c.Role = config.RoleOrdinary
 	c.Capacity = 0
 	switch m.kind {
 	case KindSupernode:
-		c.Role, c.Capacity = node.RoleSupernode, n.cfg.Capacity
+		c.Role, c.Capacity = config.RoleSupernode, n.cfg.Capacity
 	case KindMega:
-		c.Role, c.Capacity = node.RoleSupernode, 1
+		c.Role, c.Capacity = config.RoleSupernode, 1
 	}
 	c.AnnounceInterval = n.cfg.AnnounceInterval
 	c.FullDirectory = n.cfg.FullDirectory
@@ -249,7 +250,7 @@ func (n *Network) config(m *member) node.Config {
 	setIf(&c.ReturnInterval, n.cfg.ReturnInterval)
 	setIf(&c.DrainPeriod, n.cfg.DrainPeriod)
 	c.OperatorPubkeys = []string{n.opPub}
-	c.NetworkMode = node.NetworkOpen // the operator key certifies the megas only
+	c.NetworkMode = config.NetworkOpen // the operator key certifies the megas only
 	c.Bootstrap = slices.Clone(n.boot)
 	c.MDNS = false // the testnet joins its nodes explicitly
 	return c

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/config"
 )
 
 func main() {
@@ -40,7 +41,7 @@ func runApp(app *cli.App, args []string, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "overlayd: %v\n", err)
 	var ue usageError
-	var ce *node.ConfigError
+	var ce *config.Error
 	if errors.As(err, &ue) || errors.As(err, &ce) {
 		return 2
 	}

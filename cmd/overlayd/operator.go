@@ -15,7 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/urfave/cli/v2"
 
-	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -118,7 +118,7 @@ func operatorCommand() *cli.Command {
 					case "supernode":
 						seal, what = protocol.SealSupernodeCert, "supernode certificate"
 						if !c.IsSet("capacity") {
-							capacity = node.DefaultConfig().Capacity
+							capacity = config.Default().Capacity
 						}
 					default:
 						return usageError{fmt.Errorf("--role %q must be mega or supernode", c.String("role"))}

@@ -10,7 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/protocol"
 )
 
@@ -56,7 +56,7 @@ func TestOperatorSupernodeCert(t *testing.T) {
 	t.Run("supernode default ceiling is the run default capacity", func(t *testing.T) {
 		raw := issue(t, "cert", "--role", "supernode", "--key", key, "--peer", subject)
 		c, err := protocol.VerifySupernodeCert(raw, trusted, id, time.Now(), nil)
-		if err != nil || int(c.Capacity) != node.DefaultConfig().Capacity {
+		if err != nil || int(c.Capacity) != config.Default().Capacity {
 			t.Fatalf("%+v %v", c, err)
 		}
 	})

@@ -10,19 +10,20 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/config"
 )
 
 func dataDirFlag() cli.Flag {
 	return &cli.StringFlag{
 		Name:    "data-dir",
 		Usage:   "directory of the identity key and the local API socket (created 0700)",
-		Value:   node.DefaultDataDir(),
+		Value:   config.DefaultDataDir(),
 		EnvVars: []string{"OVERLAYD_DATA_DIR"},
 	}
 }
 
 func runCommand() *cli.Command {
-	d := node.DefaultConfig()
+	d := config.Default()
 	return &cli.Command{
 		Name:  "run",
 		Usage: "run the daemon",
@@ -83,7 +84,7 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			n, err := node.New(cfg, node.WithLogger(node.NewLogger(cfg, c.App.ErrWriter)))
+			n, err := node.New(cfg, node.WithLogger(config.NewLogger(cfg, c.App.ErrWriter)))
 			if err != nil {
 				return err
 			}
@@ -97,9 +98,9 @@ func runCommand() *cli.Command {
 // configFrom builds the Config: defaults, then the file, then every option
 // given by flag or environment.
 func configFrom(c *cli.Context) (node.Config, error) {
-	cfg := node.DefaultConfig()
+	cfg := config.Default()
 	if path := c.String("config"); path != "" {
-		if err := node.LoadConfigFile(path, &cfg); err != nil {
+		if err := config.LoadFile(path, &cfg); err != nil {
 			return cfg, err
 		}
 	}
@@ -114,7 +115,7 @@ func configFrom(c *cli.Context) (node.Config, error) {
 	set("bootstrap", func() { cfg.Bootstrap = c.StringSlice("bootstrap") })
 	set("mdns", func() { cfg.MDNS = c.Bool("mdns") })
 	set("full-directory", func() { cfg.FullDirectory = c.Bool("full-directory") })
-	set("role", func() { cfg.Role = node.Role(c.String("role")) })
+	set("role", func() { cfg.Role = config.Role(c.String("role")) })
 	set("capacity", func() { cfg.Capacity = c.Int("capacity") })
 	set("announce-interval", func() { cfg.AnnounceInterval = c.Duration("announce-interval") })
 	set("keepalive", func() { cfg.Keepalive = c.Duration("keepalive") })

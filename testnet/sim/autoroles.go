@@ -9,7 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/role"
 	"github.com/overlayd/overlayd/overlay/directory"
 	"github.com/overlayd/overlayd/overlay/ring"
@@ -45,14 +45,14 @@ type AutoRoles struct {
 	// time in [0, UptimeMax). Guess: 2 × Policy.MinUptime, so half of
 	// them may promote at once and the rest over MinUptime.
 	UptimeMax time.Duration `json:"uptime_max"`
-	// Policy is role.Decide's thresholds: node.DefaultConfig's, through
-	// node.Config.RolePolicy (the daemon's).
+	// Policy is role.Decide's thresholds: config.Default's, through
+	// config.Config.RolePolicy (the daemon's).
 	Policy role.Policy `json:"role_policy"`
 }
 
 // DefaultAutoRoles returns the defaults documented on AutoRoles.
 func DefaultAutoRoles() AutoRoles {
-	cfg := node.DefaultConfig()
+	cfg := config.Default()
 	p := cfg.RolePolicy()
 	return AutoRoles{Public: 0.05, Capacity: 100, UptimeMax: 2 * p.MinUptime, Policy: p}
 }

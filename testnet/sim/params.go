@@ -117,7 +117,7 @@ type Params struct {
 	// DeadDialCPU is a dial to a crashed supernode (refused).
 	DeadDialCPU time.Duration
 
-	// Daemon settings (node.DefaultConfig and package defaults).
+	// Daemon settings (config.Default and package defaults).
 
 	// AnnounceInterval is the supernodes' announce interval (10 s).
 	AnnounceInterval time.Duration
@@ -135,7 +135,7 @@ type Params struct {
 	// checks for room at home (--return-interval, 30 s).
 	ReturnInterval time.Duration
 	// DrainPeriod is how long a demoted mega takes to hand its clients
-	// back (--drain-period, node.DefaultConfig: 1 m).
+	// back (--drain-period, config.Default: 1 m).
 	DrainPeriod time.Duration
 	// DirectoryTick is how often the shared directory expires entries and
 	// the ring is rebuilt when membership changed. The daemon does this

@@ -1,4 +1,4 @@
-package node
+package config
 
 import (
 	"bytes"
@@ -55,7 +55,7 @@ const (
 
 // Config is the operator-facing configuration of a node. Field names in the
 // config file (YAML) are the flag names without dashes. Precedence, applied
-// by the CLI: flag > environment (OVERLAYD_*) > file > DefaultConfig.
+// by the CLI: flag > environment (OVERLAYD_*) > file > Default.
 type Config struct {
 	// DataDir holds the identity key, the API socket and token. Created 0700.
 	DataDir string `yaml:"data-dir"`
@@ -206,8 +206,8 @@ func DefaultDataDir() string {
 	return "overlayd-data"
 }
 
-// DefaultConfig returns the embedded defaults.
-func DefaultConfig() Config {
+// Default returns the embedded defaults.
+func Default() Config {
 	return Config{
 		DataDir: DefaultDataDir(),
 		Listen: []string{
@@ -242,10 +242,10 @@ func DefaultConfig() Config {
 }
 
 func cfgErr(field, value, format string, args ...any) error {
-	return &ConfigError{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
+	return &Error{Field: field, Value: value, Err: fmt.Errorf(format, args...)}
 }
 
-// Validate checks every field and returns a *ConfigError for the first bad one.
+// Validate checks every field and returns an *Error for the first bad one.
 func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return cfgErr("--data-dir", "", "must not be empty")
@@ -259,7 +259,7 @@ func (c *Config) Validate() error {
 	if _, err := parseAddrs("--announce-addr", c.AnnounceAddrs); err != nil {
 		return err
 	}
-	if _, err := c.bootstrapPeers(); err != nil {
+	if _, err := c.BootstrapPeers(); err != nil {
 		return err
 	}
 	switch c.Role {
@@ -315,7 +315,7 @@ func (c *Config) Validate() error {
 	if c.ConnHeadroom < 16 || c.ConnHeadroom > 1_000_000 {
 		return cfgErr("--conn-headroom", fmt.Sprint(c.ConnHeadroom), "must be within [16, 1000000]")
 	}
-	if _, err := c.operatorKeys(); err != nil {
+	if _, err := c.OperatorKeys(); err != nil {
 		return err
 	}
 	if c.MegaCert != "" && c.Role != RoleSupernode {
@@ -354,7 +354,7 @@ func (c *Config) Validate() error {
 	if c.RelayCircuitDuration < 0 || c.RelayCircuitDuration > 24*time.Hour {
 		return cfgErr("--relay-circuit-duration", c.RelayCircuitDuration.String(), "must be within [0, 24h]")
 	}
-	if err := validateRelayBudgets(c.relaySettings()); err != nil {
+	if err := validateRelayBudgets(c.RelaySettings()); err != nil {
 		return err
 	}
 	if c.ConnsPerIP < 1 || c.ConnsPerIP > 1_000_000 {
@@ -430,7 +430,9 @@ func parseAddrs(field string, ss []string) ([]ma.Multiaddr, error) {
 	return out, nil
 }
 
-func (c *Config) bootstrapPeers() ([]peer.AddrInfo, error) {
+// BootstrapPeers are the Bootstrap addresses as peers; Validate checks
+// them.
+func (c *Config) BootstrapPeers() ([]peer.AddrInfo, error) {
 	addrs, err := parseAddrs("--bootstrap", c.Bootstrap)
 	if err != nil {
 		return nil, err
@@ -459,7 +461,9 @@ func (c *Config) Certified() bool {
 	return len(c.OperatorPubkeys) > 0
 }
 
-func (c *Config) operatorKeys() ([]crypto.PubKey, error) {
+// OperatorKeys are the trusted OperatorPubkeys, decoded; Validate checks
+// them.
+func (c *Config) OperatorKeys() ([]crypto.PubKey, error) {
 	var ks []crypto.PubKey
 	for _, s := range c.OperatorPubkeys {
 		k, err := protocol.DecodeKey(s)
@@ -471,9 +475,9 @@ func (c *Config) operatorKeys() ([]crypto.PubKey, error) {
 	return ks, nil
 }
 
-// LoadConfigFile reads a YAML config file onto c: keys present in the file
+// LoadFile reads a YAML config file onto c: keys present in the file
 // replace c's values, the others are kept. Unknown keys are an error.
-func LoadConfigFile(path string, c *Config) error {
+func LoadFile(path string, c *Config) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return cfgErr("--config", path, "%v", err)
@@ -498,4 +502,37 @@ func validateRelayBudgets(s circuit.Settings) error {
 			"must be 0 (default), -1 (unlimited) or at least %d bytes/s", circuit.MinPeerRate)
 	}
 	return nil
+}
+
+// RelaySettings are the circuit relay settings of c (package node/circuit).
+func (c Config) RelaySettings() circuit.Settings {
+	return circuit.Settings{
+		CircuitData:     c.RelayCircuitData,
+		CircuitDuration: c.RelayCircuitDuration,
+		PeerBytes:       c.RelayPeerBytes,
+		PeerRate:        c.RelayPeerRate,
+		ConnsPerIP:      c.ConnsPerIP,
+	}
+}
+
+// ListenAddrs are the Listen addresses, parsed; Validate checks them.
+func (c Config) ListenAddrs() ([]ma.Multiaddr, error) { return parseAddrs("--listen", c.Listen) }
+
+// AnnounceMultiaddrs are the AnnounceAddrs, parsed (nil when there are
+// none); Validate checks them.
+func (c Config) AnnounceMultiaddrs() ([]ma.Multiaddr, error) {
+	if len(c.AnnounceAddrs) == 0 {
+		return nil, nil
+	}
+	return parseAddrs("--announce-addr", c.AnnounceAddrs)
+}
+
+// ConnBudget is how many connections a node may hold: a supernode its
+// clients plus the headroom (peers being refused, other supernodes,
+// transient dials); an ordinary node only the headroom.
+func (c Config) ConnBudget() int {
+	if c.Role == RoleOrdinary {
+		return c.ConnHeadroom
+	}
+	return c.Capacity + c.ConnHeadroom
 }
