@@ -23,6 +23,7 @@ import (
 	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/lan"
+	"github.com/overlayd/overlayd/node/version"
 	overlayproto "github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
 )
@@ -137,7 +138,7 @@ func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater, bw
 		libp2p.ConnectionManager(cm),
 		libp2p.DisableMetrics(),
 		// identify tells peers what runs here: overlayd/<version>.
-		libp2p.UserAgent(BuildVersion().UserAgent()),
+		libp2p.UserAgent(version.Build().UserAgent()),
 	}
 	if gater != nil {
 		opts = append(opts, libp2p.ConnectionGater(gater))

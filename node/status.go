@@ -11,6 +11,7 @@ import (
 
 	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/node/version"
 )
 
 // Status reports the node's state.
@@ -27,7 +28,7 @@ func (n *Node) Status() localapi.Status {
 		UptimeSeconds:  n.now().Sub(n.started).Seconds(),
 		ConnectedPeers: len(n.host.Network().Peers()),
 		DirectorySize:  n.dir.Snapshot().Len(),
-		Version:        BuildVersion().Version,
+		Version:        version.Build().Version,
 	}
 	if n.cfg.Role == config.RoleAuto {
 		_, _, crit := n.autoRole()

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/node/version"
 )
 
 // madeUpBuild is a build of a dirty checkout, as the linker would record it.
@@ -51,7 +51,7 @@ func TestVersionCommand(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			app := newApp(&out, &errb, node.Version(madeUpBuild))
+			app := newApp(&out, &errb, version.Read(madeUpBuild))
 			if code := runApp(app, append([]string{"overlayd"}, tt.args...), &errb); code != 0 {
 				t.Fatalf("exit %d: %s", code, errb.String())
 			}
@@ -60,7 +60,7 @@ func TestVersionCommand(t *testing.T) {
 			}
 		})
 	}
-	if got, want := node.Version(madeUpBuild).UserAgent(), "overlayd/v0.0.0-20260102030405-0123456789ab+dirty"; got != want {
+	if got, want := version.Read(madeUpBuild).UserAgent(), "overlayd/v0.0.0-20260102030405-0123456789ab+dirty"; got != want {
 		t.Errorf("agent version %q, want %q", got, want)
 	}
 	var out, errb bytes.Buffer
@@ -70,7 +70,7 @@ func TestVersionCommand(t *testing.T) {
 }
 
 func TestReorderArgs(t *testing.T) {
-	app := newApp(io.Discard, io.Discard, node.Version(nil))
+	app := newApp(io.Discard, io.Discard, version.Read(nil))
 	tests := []struct {
 		name string
 		in   string
@@ -202,7 +202,7 @@ func TestFlagsAnywhere(t *testing.T) {
 // top-level command and a command's flags, and that an unknown shell is
 // bad input.
 func TestCompletionScripts(t *testing.T) {
-	app := newApp(io.Discard, io.Discard, node.Version(nil))
+	app := newApp(io.Discard, io.Discard, version.Read(nil))
 	for _, shell := range []string{"bash", "zsh", "fish"} {
 		t.Run(shell, func(t *testing.T) {
 			var out, errb bytes.Buffer

@@ -14,8 +14,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/node/config"
+	"github.com/overlayd/overlayd/node/version"
 )
 
 func main() {
@@ -29,7 +29,7 @@ func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	return runApp(newApp(stdout, stderr, node.BuildVersion()), args, stderr)
+	return runApp(newApp(stdout, stderr, version.Build()), args, stderr)
 }
 
 // runApp runs app on args (flags may follow positional arguments: see
@@ -50,7 +50,7 @@ func runApp(app *cli.App, args []string, stderr io.Writer) int {
 
 // newApp builds the command tree; v is the build's version, for --version,
 // the version command and nothing else (the node reads its own).
-func newApp(stdout, stderr io.Writer, v node.VersionInfo) *cli.App {
+func newApp(stdout, stderr io.Writer, v version.Info) *cli.App {
 	app := &cli.App{
 		Name:    "overlayd",
 		Version: v.String(),

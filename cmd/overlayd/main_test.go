@@ -20,8 +20,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/urfave/cli/v2"
 
-	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/node/version"
 	"github.com/overlayd/overlayd/protocol"
 )
 
@@ -234,7 +234,7 @@ func TestConfigPrecedence(t *testing.T) {
 		role, level string
 		interval    time.Duration
 	}
-	app := newApp(&bytes.Buffer{}, &bytes.Buffer{}, node.Version(nil))
+	app := newApp(&bytes.Buffer{}, &bytes.Buffer{}, version.Read(nil))
 	for _, c := range app.Commands {
 		if c.Name == "run" {
 			c.Action = func(ctx *cli.Context) error {

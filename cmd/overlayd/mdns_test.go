@@ -14,8 +14,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/overlayd/overlayd/node"
 	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/node/version"
 )
 
 // TestMDNSFlag: mDNS is on by default; --mdns=false, OVERLAYD_MDNS=false
@@ -54,7 +54,7 @@ func TestMDNSFlag(t *testing.T) {
 				os.Unsetenv("OVERLAYD_MDNS")
 			}
 			var got *bool
-			app := newApp(&bytes.Buffer{}, &bytes.Buffer{}, node.Version(nil))
+			app := newApp(&bytes.Buffer{}, &bytes.Buffer{}, version.Read(nil))
 			for _, c := range app.Commands {
 				if c.Name == "run" {
 					c.Action = func(ctx *cli.Context) error {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/version"
 	"github.com/overlayd/overlayd/testnet"
 	"github.com/overlayd/overlayd/testnet/dircost"
 	"github.com/overlayd/overlayd/testnet/groupsim"
@@ -84,7 +84,7 @@ func testnetCommand() *cli.Command {
 				defer stop()
 				ctx, cancel := context.WithTimeout(ctx, c.Duration("timeout"))
 				defer cancel()
-				return runScenario(ctx, c.App.Writer, scenario.RunConfig{Config: cfg, Scenario: c.String("scenario"), Version: node.BuildVersion().Version},
+				return runScenario(ctx, c.App.Writer, scenario.RunConfig{Config: cfg, Scenario: c.String("scenario"), Version: version.Build().Version},
 					c.String("report"), isTerminal(c.App.Writer))
 			},
 		}, simCommand()},

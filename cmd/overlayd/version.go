@@ -5,10 +5,10 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/version"
 )
 
-func versionCommand(v node.VersionInfo) *cli.Command {
+func versionCommand(v version.Info) *cli.Command {
 	return &cli.Command{
 		Name:  "version",
 		Usage: "print the version, commit and commit time (the same line as --version)",

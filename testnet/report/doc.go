@@ -7,8 +7,8 @@
 // report.md (WriteMarkdown), the human summary linking them.
 //
 // Everything it draws or writes comes from a Report alone. It must not
-// start, measure or drive a network (it does not import testnet; of node
-// it uses only VersionInfo and BuildVersion, to name the build), read a
+// start, measure or drive a network (it does not import testnet or node;
+// it imports only node/version, to name the build), read a
 // clock, hold state or start goroutines; its only I/O is the files in the
 // directory it is given.
 package report

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/version"
 )
 
 var updateGolden = flag.Bool("update", false, "rewrite testdata/report.golden.json")
@@ -16,7 +16,7 @@ func goldenReport() *Report {
 	return &Report{
 		Schema: Schema, Scenario: "outage", Seed: 7,
 		Versions: Versions{Overlayd: "dev", Go: "go1.26", Libp2p: "v0.52.0",
-			Build: node.VersionInfo{Version: "v0.0.0-20260102030405-0123456789ab+dirty", Commit: "0123456789abcdef+dirty", Time: "2026-01-02T03:04:05Z", Go: "go1.26"}},
+			Build: version.Info{Version: "v0.0.0-20260102030405-0123456789ab+dirty", Commit: "0123456789abcdef+dirty", Time: "2026-01-02T03:04:05Z", Go: "go1.26"}},
 		Config:          Sizes{Supernodes: 4, Clients: 16, Megas: 1, Capacity: 6, AnnounceIntervalSeconds: 0.5, KeepaliveSeconds: 0.5},
 		DurationSeconds: 3.5, Passed: false,
 		Criteria: []Criterion{

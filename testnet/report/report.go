@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/version"
 )
 
 // Schema is the version of report.json's layout. Bump it when a
@@ -44,7 +44,7 @@ type Versions struct {
 	// Build is the overlayd build that ran: version, commit (+dirty) and
 	// build time, as `overlayd version --json` prints them. Write
 	// fills it from the running binary when it is zero.
-	Build node.VersionInfo `json:"build"`
+	Build version.Info `json:"build"`
 }
 
 // Sizes is the network's shape and timing.
@@ -121,8 +121,8 @@ func Write(r *Report, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	if r.Versions.Build == (node.VersionInfo{}) {
-		r.Versions.Build = node.BuildVersion()
+	if r.Versions.Build == (version.Info{}) {
+		r.Versions.Build = version.Build()
 	}
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {

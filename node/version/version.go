@@ -1,16 +1,16 @@
-package node
+package version
 
 import (
 	"runtime/debug"
 	"strings"
 )
 
-// VersionInfo is what a build of overlayd says about itself: the module
+// Info is what a build of overlayd says about itself: the module
 // version, the VCS commit and time it was built from, and the Go toolchain.
 // It comes from the build info the Go linker embeds (runtime/debug), which
 // `go install`, `go build` in a git checkout (-buildvcs=auto) and the
 // testnet image's CGO_ENABLED=0 build all carry.
-type VersionInfo struct {
+type Info struct {
 	// Version is the module version (v1.2.3, or a pseudo-version such as
 	// v0.0.0-20260102030405-abcdef012345+dirty for a build in a checkout),
 	// or "devel" when the build records none.
@@ -29,10 +29,10 @@ type VersionInfo struct {
 // develVersion stands for a build without a module version.
 const develVersion = "devel"
 
-// Version reads a build's version from its build info; bi may be nil (no
+// Read reads a build's version from its build info; bi may be nil (no
 // build info). It is a pure function, so a made-up BuildInfo tests it.
-func Version(bi *debug.BuildInfo) VersionInfo {
-	v := VersionInfo{Version: develVersion}
+func Read(bi *debug.BuildInfo) Info {
+	v := Info{Version: develVersion}
 	if bi == nil {
 		return v
 	}
@@ -57,19 +57,19 @@ func Version(bi *debug.BuildInfo) VersionInfo {
 	return v
 }
 
-// BuildVersion is the running binary's version.
-func BuildVersion() VersionInfo {
+// Build is the running binary's version.
+func Build() Info {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		return Version(nil)
+		return Read(nil)
 	}
-	return Version(bi)
+	return Read(bi)
 }
 
 // String is the one-line form `overlayd version` prints after
 // "overlayd version ": the version, then in parentheses what else is known,
 // e.g. "v1.2.3 (commit 0123abcd+dirty at 2026-01-02T03:04:05Z, go1.26.8)".
-func (v VersionInfo) String() string {
+func (v Info) String() string {
 	var more []string
 	switch {
 	case v.Commit != "" && v.Time != "":
@@ -90,6 +90,6 @@ func (v VersionInfo) String() string {
 
 // UserAgent is the libp2p agent version the node's host announces through
 // identify: "overlayd/<version>".
-func (v VersionInfo) UserAgent() string {
+func (v Info) UserAgent() string {
 	return "overlayd/" + v.Version
 }
