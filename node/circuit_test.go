@@ -273,25 +273,3 @@ func TestReachabilityDrivesReservation(t *testing.T) {
 	a.setReachability(network.ReachabilityPrivate)
 	waitFor(t, 5*time.Second, "private client reserved again", func() bool { return reservedOn(a) == sns[0].ID() })
 }
-
-// TestRelayLimitsLeaveRoom: the relay's bounds follow the semaphores and
-// the resource manager's relay limits sit above them and below the system
-// limits, for every capacity.
-func TestRelayLimitsLeaveRoom(t *testing.T) {
-	for _, capacity := range []int{1, 10, 200, 10_000} {
-		c := config.Default()
-		c.Role, c.Capacity = config.RoleSupernode, capacity
-		l := circuit.LimitsFor(c.RelaySettings(), capacity)
-		if l.Reservations != capacity || l.Circuits != 4*capacity || l.PerIP != min(c.ConnsPerIP, capacity) {
-			t.Fatalf("capacity %d: relay limits %+v", capacity, l)
-		}
-		svc, proto := circuit.ResourceLimits(c.RelaySettings(), c.Capacity)
-		need := 2*l.Circuits + l.Reservations
-		if int(svc.Streams) < need || int(proto.Streams) < need || int(svc.StreamsInbound) < l.Circuits+l.Reservations {
-			t.Fatalf("capacity %d: rcmgr relay limits %+v / %+v below the relay's %d streams", capacity, svc, proto, need)
-		}
-		if system := 16 * c.ConnBudget(); int(svc.Streams) > system {
-			t.Fatalf("capacity %d: relay streams %d above the system's %d", capacity, svc.Streams, system)
-		}
-	}
-}

@@ -27,6 +27,7 @@ import (
 	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/datadir"
 	"github.com/overlayd/overlayd/node/dirdriver"
+	nodehost "github.com/overlayd/overlayd/node/host"
 	"github.com/overlayd/overlayd/node/lan"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/node/trust"
@@ -344,7 +345,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	if n.host, n.rm, err = newHost(n.cfg, n.key, n.gater, &n.relayBudgets); err != nil {
+	if n.host, n.rm, err = nodehost.New(n.cfg, n.key, n.gater, &n.relayBudgets); err != nil {
 		return err
 	}
 	n.base = n.base.With("peer", n.host.ID().ShortString())
@@ -627,4 +628,17 @@ func profileRoutes(mux *http.ServeMux) {
 func (n *Node) CloseAbruptlyForTest() error {
 	n.abrupt.Store(true)
 	return n.Close()
+}
+
+// lanConfig is what LAN discovery (package node/lan) needs of the node.
+// A node alone gives its join hint after two announce intervals.
+func (n *Node) lanConfig() lan.Config {
+	return lan.Config{
+		Host:      n.host,
+		On:        n.cfg.MDNS,
+		Bootstrap: len(n.bootstrap) > 0,
+		HintAfter: 2 * n.cfg.AnnounceInterval,
+		Now:       n.now,
+		Log:       n.log,
+	}
 }

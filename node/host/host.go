@@ -1,4 +1,4 @@
-package node
+package host
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	coreconnmgr "github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/host"
+	corehost "github.com/libp2p/go-libp2p/core/host"
 	p2pmetrics "github.com/libp2p/go-libp2p/core/metrics"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/protocol"
@@ -22,7 +22,6 @@ import (
 
 	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/config"
-	"github.com/overlayd/overlayd/node/lan"
 	"github.com/overlayd/overlayd/node/version"
 	overlayproto "github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
@@ -35,7 +34,7 @@ import (
 // and auto nodes that may become one, also serve AutoNAT v1, which older
 // peers and go-libp2p's v1 client still use, at a bounded rate. The relay
 // transport (dialing and accepting circuits) is on by default.
-func reachabilityOptions(c Config) []libp2p.Option {
+func reachabilityOptions(c config.Config) []libp2p.Option {
 	opts := []libp2p.Option{
 		libp2p.EnableAutoNATv2(),
 		libp2p.EnableHolePunching(),
@@ -48,14 +47,14 @@ func reachabilityOptions(c Config) []libp2p.Option {
 	return opts
 }
 
-// newHost builds the libp2p host: TCP and QUIC on the configured addresses
+// New builds the libp2p host: TCP and QUIC on the configured addresses
 // only, an explicit resource manager and a connection manager whose
 // watermarks sit below the resource limits (so trimming can happen; see
 // go-libp2p issue 1640).
 //
 // bw, if not nil, is the host's bandwidth reporter: the relay budgets
 // (circuit.Budgets) count relayed bytes per peer with it.
-func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater, bw p2pmetrics.Reporter) (host.Host, network.ResourceManager, error) {
+func New(c config.Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater, bw p2pmetrics.Reporter) (corehost.Host, network.ResourceManager, error) {
 	listen, err := c.ListenAddrs()
 	if err != nil {
 		return nil, nil, err
@@ -154,17 +153,4 @@ func newHost(c Config, key crypto.PrivKey, gater coreconnmgr.ConnectionGater, bw
 		return nil, nil, fmt.Errorf("libp2p host: %w", err)
 	}
 	return h, rm, nil
-}
-
-// lanConfig is what LAN discovery (package node/lan) needs of the node.
-// A node alone gives its join hint after two announce intervals.
-func (n *Node) lanConfig() lan.Config {
-	return lan.Config{
-		Host:      n.host,
-		On:        n.cfg.MDNS,
-		Bootstrap: len(n.bootstrap) > 0,
-		HintAfter: 2 * n.cfg.AnnounceInterval,
-		Now:       n.now,
-		Log:       n.log,
-	}
 }
