@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/overlayd/overlayd/node/api"
 	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/config"
@@ -604,23 +604,13 @@ func (n *Node) startMetrics(ctx context.Context) error {
 	// Profiles reveal memory contents and cost CPU on demand: they are on
 	// the metrics listener only while it is loopback (not
 	// --metrics-public), and always behind the local API's
-	// authentication (api.go).
+	// authentication (node/api).
 	if !n.cfg.MetricsPublic {
-		profileRoutes(mux)
+		api.ProfileRoutes(mux)
 	}
 	n.metricSrv, n.metricLn = n.serve(ln, mux), ln.Addr()
 	n.log.Info("metrics", "addr", ln.Addr().String())
 	return nil
-}
-
-// profileRoutes adds the Go profiles under /debug/pprof/: operators
-// diagnosing a supernode need heap and goroutine profiles, and
-// /debug/pprof/heap?gc=1 gives the live heap after a collection.
-func profileRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // CloseAbruptlyForTest stops the node as a crash would: no departure

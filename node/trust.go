@@ -8,6 +8,7 @@ import (
 
 	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 
+	"github.com/overlayd/overlayd/node/api"
 	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/trust"
 	"github.com/overlayd/overlayd/protocol"
@@ -66,7 +67,7 @@ type supernodeRole struct{ n *Node }
 // SetRole resizes the semaphores and sets the announced role and capacity.
 func (r supernodeRole) SetRole(role protocol.Role, c int) error {
 	if r.n.sems == nil || r.n.announcer == nil {
-		return ErrNotSupernode
+		return api.ErrNotSupernode
 	}
 	if err := r.n.sems.SetLimits(capacity.DefaultLimits(c)); err != nil {
 		return err
@@ -107,14 +108,14 @@ func (n *Node) SupernodeCert() (protocol.SupernodeCert, bool) {
 // verified as its peers will, the capacity follows it, and the new role
 // is announced at once. Attached clients stay. A node without the
 // supernode role, or an auto node not serving given a mega certificate,
-// gets ErrNotSupernode.
+// gets api.ErrNotSupernode.
 func (n *Node) Promote(ctx context.Context, raw []byte) (protocol.MegaCert, error) {
 	if n.admission == nil || n.trust == nil {
-		return protocol.MegaCert{}, ErrNotSupernode
+		return protocol.MegaCert{}, api.ErrNotSupernode
 	}
 	c, err := n.trust.Promote(ctx, raw)
 	if errors.Is(err, trust.ErrNotServing) {
-		return protocol.MegaCert{}, ErrNotSupernode
+		return protocol.MegaCert{}, api.ErrNotSupernode
 	}
 	return c, err
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -14,20 +13,12 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 
 	"github.com/overlayd/overlayd/node/circuit"
-	"github.com/overlayd/overlayd/node/client"
-	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/node/tunnel"
 	"github.com/overlayd/overlayd/protocol"
 )
 
-// Tunnels: the node's tunnel manager (package node/tunnel), its path to a
-// peer and its local API routes.
-//
-//	GET  /v1/tunnels                   Tunnels
-//	POST /v1/tunnels/expose            ExposeRequest → ExposedService
-//	POST /v1/tunnels/unexpose          UnexposeRequest → {}
-//	POST /v1/tunnels/connect           ConnectRequest → TunnelConnect
-//	POST /v1/tunnels/disconnect        DisconnectRequest → {}
+// Tunnels: the node's tunnel manager (package node/tunnel) and its path
+// to a peer; the routes are package node/api's.
 
 // ErrRelayBusy: the supernode relaying to the peer refused the circuit
 // (relay v2 status RESOURCE_LIMIT_EXCEEDED, or PERMISSION_DENIED, which an
@@ -141,89 +132,4 @@ func (d tunnelDialer) OpenDirect(ctx context.Context, p peer.ID) (network.Stream
 	// dials one from the peerstore, or waits for hole punching to make
 	// one until ctx ends.
 	return tunnel.HostDialer{H: d.n.host}.OpenDirect(ctx, p)
-}
-
-// tunnelRoutes adds the tunnel routes.
-func (n *Node) tunnelRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /v1/tunnels", func(w http.ResponseWriter, _ *http.Request) {
-		localapi.WriteJSON(w, n.tunnels.List())
-	})
-	mux.HandleFunc("POST /v1/tunnels/expose", func(w http.ResponseWriter, r *http.Request) {
-		var req localapi.ExposeRequest
-		if !decode(w, r, &req) {
-			return
-		}
-		var allow []peer.ID
-		for _, s := range req.Allow {
-			p, err := peer.Decode(s)
-			if err != nil {
-				localapi.WriteError(w, http.StatusBadRequest, fmt.Errorf("--allow %q is not a peer ID: %w", s, err))
-				return
-			}
-			allow = append(allow, p)
-		}
-		res, err := n.tunnels.Expose(req.Name, req.Target, allow, req.AllowAny)
-		if err != nil {
-			localapi.WriteError(w, tunnelStatus(err), fmt.Errorf("expose %s: %w", req.Name, err))
-			return
-		}
-		localapi.WriteJSON(w, res)
-	})
-	mux.HandleFunc("POST /v1/tunnels/unexpose", func(w http.ResponseWriter, r *http.Request) {
-		var req localapi.UnexposeRequest
-		if !decode(w, r, &req) {
-			return
-		}
-		if err := n.tunnels.Unexpose(req.Name); err != nil {
-			localapi.WriteError(w, tunnelStatus(err), err)
-			return
-		}
-		localapi.WriteJSON(w, struct{}{})
-	})
-	mux.HandleFunc("POST /v1/tunnels/connect", func(w http.ResponseWriter, r *http.Request) {
-		var req localapi.ConnectRequest
-		if !decode(w, r, &req) {
-			return
-		}
-		p, err := peer.Decode(req.Peer)
-		if err != nil {
-			localapi.WriteError(w, http.StatusBadRequest, fmt.Errorf("%q is not a peer ID: %w", req.Peer, err))
-			return
-		}
-		listen := req.Listen
-		if listen == "" {
-			listen = "127.0.0.1:0"
-		}
-		res, err := n.tunnels.Connect(n.httpCtx, p, req.Service, listen)
-		if err != nil {
-			localapi.WriteError(w, tunnelStatus(err), fmt.Errorf("connect %s/%s: %w", req.Peer, req.Service, err))
-			return
-		}
-		localapi.WriteJSON(w, res)
-	})
-	mux.HandleFunc("POST /v1/tunnels/disconnect", func(w http.ResponseWriter, r *http.Request) {
-		var req localapi.DisconnectRequest
-		if !decode(w, r, &req) {
-			return
-		}
-		if err := n.tunnels.Disconnect(req.Listen); err != nil {
-			localapi.WriteError(w, tunnelStatus(err), err)
-			return
-		}
-		localapi.WriteJSON(w, struct{}{})
-	})
-}
-
-func tunnelStatus(err error) int {
-	switch {
-	case errors.Is(err, tunnel.ErrInvalid):
-		return http.StatusBadRequest
-	case errors.Is(err, tunnel.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, tunnel.ErrExists), errors.Is(err, tunnel.ErrLimit), errors.Is(err, tunnel.ErrClosed):
-		return http.StatusConflict
-	case errors.Is(err, client.ErrInvalid):
-		return http.StatusBadRequest
-	}
-	return http.StatusInternalServerError
 }

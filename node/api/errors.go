@@ -1,9 +1,9 @@
-package node
+package api
 
 import "errors"
 
-// ErrNotSupernode is returned by Promote on a node that does not run the
-// supernode role.
+// ErrNotSupernode is what Operator.Promote returns (wrapped or not) on a
+// node that does not run the supernode role; the API answers it 409.
 var ErrNotSupernode = errors.New("this node is not a supernode: start it with --role supernode to make it promotable")
 
 // errNoClient answers messaging requests on a pinned supernode, which has
