@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/overlayd/overlayd/node/api"
+	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/node/version"
@@ -21,7 +22,7 @@ func (n *Node) startAPI(ctx context.Context) error {
 		Ring:       n.RingInfo,
 		Client:     n.client,
 		Tunnels:    n.tunnels,
-		Pinger:     n,
+		Pinger:     circuit.Pinger{Host: n.host, Locator: n},
 		Operator:   n,
 		Lifetime:   n.httpCtx,
 	})

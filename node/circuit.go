@@ -1,11 +1,16 @@
 package node
 
 import (
+	"context"
 	"errors"
+	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/overlayd/overlayd/node/circuit"
+	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -13,7 +18,9 @@ import (
 // The node's wiring of circuit relay v2 (package node/circuit): the relay
 // service runs while the node is a supernode, beside the locate protocol
 // that tells clients where a peer is attached; the reservation follows the
-// client's session (circuitAttached) and the node's reachability (reach.go).
+// client's session (circuitAttached) and the node's reachability
+// (circuit.Reach); ping goes through the relay of the supernode Locate
+// names (circuit.Pinger).
 
 // startRelay starts the circuit relay v2 service and the locate protocol
 // of the supernode role, sized by the current attached-peers capacity. It
@@ -71,4 +78,94 @@ func (n *Node) RelayAddrs() []ma.Multiaddr {
 		return nil
 	}
 	return n.relay.Addrs()
+}
+
+// WithReachability pins what the node believes of its own public
+// reachability instead of learning it from AutoNAT: tests and testnets on
+// loopback, where every address is private, say which nodes count as
+// public.
+func WithReachability(r network.Reachability) Option {
+	return func(n *Node) error {
+		switch r {
+		case network.ReachabilityPublic, network.ReachabilityPrivate, network.ReachabilityUnknown:
+		default:
+			return errors.New("WithReachability: unknown reachability")
+		}
+		n.pinnedReach = &r
+		return nil
+	}
+}
+
+// Reachability is the node's public reachability as it knows it now: the
+// pinned value, else the latest AutoNAT verdict (Unknown until there is one).
+func (n *Node) Reachability() network.Reachability { return n.reach.Get() }
+
+// startReachability starts the relay client, which keeps a relay
+// reservation on the attached supernode while the node is not public, and
+// learns the node's reachability from AutoNAT (unless it is pinned).
+// Everything it starts stops with ctx; the relay service, if running, is
+// closed then too.
+func (n *Node) startReachability(ctx context.Context) error {
+	relay, err := circuit.New(circuit.Config{
+		Host: n.host, Budgets: &n.relayBudgets, Settings: n.cfg.RelaySettings(), Registry: n.reg,
+		Reachability: n.reach.Get, Now: n.now, Seed: n.seed(), Log: n.log,
+	})
+	if err != nil {
+		return err
+	}
+	n.relay = relay
+	n.goLoop(func() {
+		<-ctx.Done()
+		n.stopRelay()
+	})
+	n.goLoop(func() { relay.RunReservations(ctx) })
+	watch, err := n.reach.Watch(n.host, relay.Kick)
+	if err != nil {
+		return err
+	}
+	if watch != nil {
+		n.goLoop(func() { watch(ctx) })
+	}
+	return nil
+}
+
+// addrsOf returns the addresses of supernode p: this node's own, or the
+// directory's.
+func (n *Node) addrsOf(p peer.ID) []ma.Multiaddr {
+	if p == n.ID() {
+		return n.host.Addrs()
+	}
+	if e, ok := n.dir.Snapshot().Get(p); ok {
+		return e.Addrs
+	}
+	return nil
+}
+
+// Locate returns the supernode target is attached to and its addresses:
+// a supernode looks in its presence records; an ordinary node asks its
+// own supernode. It fails with client.ErrNotLocated when no supernode
+// knows target.
+func (n *Node) Locate(ctx context.Context, target peer.ID) (peer.AddrInfo, error) {
+	if n.router != nil && n.serving.Load() {
+		loc, ok := n.router.Locate(target)
+		if !ok {
+			return peer.AddrInfo{}, client.ErrNotLocated
+		}
+		return peer.AddrInfo{ID: loc, Addrs: n.addrsOf(loc)}, nil
+	}
+	if n.client == nil {
+		return peer.AddrInfo{}, client.ErrNotAttached
+	}
+	ai, err := n.client.Locate(ctx, target)
+	if err == nil && len(ai.Addrs) == 0 {
+		ai.Addrs = n.addrsOf(ai.ID)
+	}
+	return ai, err
+}
+
+// Ping pings target count times and reports the path (circuit.Pinger):
+// directly, else through the relay of target's supernode, then directly
+// again if hole punching opens a connection within wait.
+func (n *Node) Ping(ctx context.Context, target peer.ID, count int, wait time.Duration) (localapi.PingResponse, error) {
+	return circuit.Pinger{Host: n.host, Locator: n}.Ping(ctx, target, count, wait)
 }

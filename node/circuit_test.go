@@ -7,13 +7,11 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
-	"github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	relayclient "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 	pbv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/pb"
-	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/config"
@@ -237,27 +235,6 @@ func TestRelayRefusalsCounted(t *testing.T) {
 	})
 }
 
-func TestV2Reachability(t *testing.T) {
-	a := ma.StringCast("/ip4/1.2.3.4/tcp/1")
-	for _, tc := range []struct {
-		name string
-		e    event.EvtHostReachableAddrsChanged
-		v1   network.Reachability
-		want network.Reachability
-	}{
-		{"nothing known", event.EvtHostReachableAddrsChanged{}, network.ReachabilityUnknown, network.ReachabilityUnknown},
-		{"v1 only", event.EvtHostReachableAddrsChanged{Unknown: []ma.Multiaddr{a}}, network.ReachabilityPrivate, network.ReachabilityPrivate},
-		{"one reachable", event.EvtHostReachableAddrsChanged{Reachable: []ma.Multiaddr{a}, Unreachable: []ma.Multiaddr{a}}, network.ReachabilityPrivate, network.ReachabilityPublic},
-		{"only unreachable", event.EvtHostReachableAddrsChanged{Unreachable: []ma.Multiaddr{a}}, network.ReachabilityPublic, network.ReachabilityPrivate},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := (reachState{v1: tc.v1, v2: v2Reachability(tc.e)}).value(); got != tc.want {
-				t.Fatalf("got %v, want %v", got, tc.want)
-			}
-		})
-	}
-}
-
 // TestReachabilityDrivesReservation: an unpinned client on loopback is
 // Unknown (AutoNAT tests no private address) and reserves; when AutoNAT
 // says public it lets the reservation go, and takes one again when private.
@@ -268,8 +245,8 @@ func TestReachabilityDrivesReservation(t *testing.T) {
 	if a.Reachability() != network.ReachabilityUnknown {
 		t.Fatalf("reachability %v on loopback", a.Reachability())
 	}
-	a.setReachability(network.ReachabilityPublic)
+	a.setReachabilityForTest(network.ReachabilityPublic)
 	waitFor(t, 5*time.Second, "public client released", func() bool { return reservedOn(a) == "" })
-	a.setReachability(network.ReachabilityPrivate)
+	a.setReachabilityForTest(network.ReachabilityPrivate)
 	waitFor(t, 5*time.Second, "private client reserved again", func() bool { return reservedOn(a) == sns[0].ID() })
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -133,4 +134,12 @@ func hearerConfig(tb testing.TB, boot string) Config {
 	c := attachConfig(tb, config.RoleAuto, boot)
 	neverServes(&c)
 	return c
+}
+
+// setReachabilityForTest sets what AutoNAT would have told the node, as
+// the reachability loop does (circuit.Reach.Watch).
+func (n *Node) setReachabilityForTest(r network.Reachability) {
+	if n.reach.Set(r) {
+		n.relay.Kick()
+	}
 }

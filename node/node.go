@@ -63,10 +63,10 @@ type Node struct {
 	storeLimits  *store.Limits // WithStoreLimitsForTest
 	noStore      bool          // WithoutStoreForTest
 	gater        connmgr.ConnectionGater
-	pinnedReach  *network.Reachability
-	reach        atomic.Int32    // the latest AutoNAT verdict, a network.Reachability (reach.go)
-	relayBudgets circuit.Budgets // the host's bandwidth reporter: bytes relayed per peer
-	relay        *circuit.Relay  // relay service and reservation (circuit.go); set by startReachability
+	pinnedReach  *network.Reachability // WithReachability
+	reach        *circuit.Reach        // the node's public reachability (circuit.go)
+	relayBudgets circuit.Budgets       // the host's bandwidth reporter: bytes relayed per peer
+	relay        *circuit.Relay        // relay service and reservation (circuit.go); set by startReachability
 	// serving is set while the node plays the supernode role: always for
 	// --role supernode, between promotion and demotion for --role auto.
 	serving atomic.Bool
@@ -307,6 +307,7 @@ func New(cfg Config, opts ...Option) (*Node, error) {
 	}
 	n.base = n.log
 	n.log = n.log.With("component", "node")
+	n.reach = circuit.NewReach(n.pinnedReach, n.log)
 	n.bootstrap, _ = cfg.BootstrapPeers()
 	return n, nil
 }

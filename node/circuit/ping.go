@@ -1,4 +1,4 @@
-package node
+package circuit
 
 import (
 	"bytes"
@@ -9,54 +9,34 @@ import (
 	"io"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
-	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/overlayd/overlayd/node/circuit"
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/localapi"
 )
 
-// Reaching a peer through its supernode's relay: the locate protocol (a
-// client asks its supernode where a peer is attached) and ping.
+// Reaching a peer through its supernode's relay: ping, over the locate
+// protocol (a client asks its supernode where a peer is attached).
 
 // maxPingCount bounds the pings of one request.
 const maxPingCount = 20
 
-// addrsOf returns the addresses of supernode p: this node's own, or the
-// directory's.
-func (n *Node) addrsOf(p peer.ID) []ma.Multiaddr {
-	if p == n.ID() {
-		return n.host.Addrs()
-	}
-	if e, ok := n.dir.Snapshot().Get(p); ok {
-		return e.Addrs
-	}
-	return nil
+// Locator finds the supernode a peer is attached to, with its addresses:
+// the node's Locate (its own presence records while it serves, else its
+// supernode's answer). It fails with client.ErrNotLocated when no
+// supernode knows the peer.
+type Locator interface {
+	Locate(ctx context.Context, target peer.ID) (peer.AddrInfo, error)
 }
 
-// Locate returns the supernode target is attached to and its addresses:
-// a supernode looks in its presence records; an ordinary node asks its
-// own supernode. It fails with client.ErrNotLocated when no supernode
-// knows target.
-func (n *Node) Locate(ctx context.Context, target peer.ID) (peer.AddrInfo, error) {
-	if n.router != nil && n.serving.Load() {
-		loc, ok := n.router.Locate(target)
-		if !ok {
-			return peer.AddrInfo{}, client.ErrNotLocated
-		}
-		return peer.AddrInfo{ID: loc, Addrs: n.addrsOf(loc)}, nil
-	}
-	if n.client == nil {
-		return peer.AddrInfo{}, client.ErrNotAttached
-	}
-	ai, err := n.client.Locate(ctx, target)
-	if err == nil && len(ai.Addrs) == 0 {
-		ai.Addrs = n.addrsOf(ai.ID)
-	}
-	return ai, err
+// Pinger pings peers from Host, through the relay of the supernode
+// Locator names when there is no direct connection.
+type Pinger struct {
+	Host    host.Host
+	Locator Locator
 }
 
 // Ping pings target count times and reports the path. When this node has
@@ -64,31 +44,31 @@ func (n *Node) Locate(ctx context.Context, target peer.ID) (peer.AddrInfo, error
 // connects through that supernode's relay (a limited connection), pings
 // over it, then waits up to wait for hole punching (DCUtR) to open a
 // direct connection and, if it does, pings again over that.
-func (n *Node) Ping(ctx context.Context, target peer.ID, count int, wait time.Duration) (localapi.PingResponse, error) {
+func (p Pinger) Ping(ctx context.Context, target peer.ID, count int, wait time.Duration) (localapi.PingResponse, error) {
 	res := localapi.PingResponse{Peer: target.String()}
-	if target == n.ID() {
+	if target == p.Host.ID() {
 		return res, fmt.Errorf("%w: cannot ping self", client.ErrInvalid)
 	}
 	count = min(max(count, 1), maxPingCount)
-	h := n.host
+	h := p.Host
 	lctx := network.WithAllowLimitedConn(ctx, "overlayd ping")
 	if !hasDirectConn(h.Network(), target) {
-		relay, err := n.Locate(ctx, target)
+		relay, err := p.Locator.Locate(ctx, target)
 		if err != nil {
 			return res, err
 		}
 		res.Relay = relay.ID.String()
-		if relay.ID != n.ID() {
+		if relay.ID != h.ID() {
 			h.Peerstore().AddAddrs(relay.ID, relay.Addrs, time.Hour)
 		}
-		addrs := circuit.Through(relay)
+		addrs := Through(relay)
 		t0 := time.Now()
 		if err := h.Connect(lctx, peer.AddrInfo{ID: target, Addrs: addrs}); err != nil {
 			return res, fmt.Errorf("connect through relay %s: %w", relay.ID.ShortString(), err)
 		}
 		res.ConnectMs = ms(time.Since(t0))
 	}
-	rtts, conn, err := pingN(lctx, n, target, count)
+	rtts, conn, err := pingN(lctx, h, target, count)
 	if err != nil {
 		return res, err
 	}
@@ -114,7 +94,7 @@ func (n *Node) Ping(ctx context.Context, target peer.ID, count int, wait time.Du
 		}
 	}
 	res.BecameDirect = true
-	drtts, dconn, err := pingN(ctx, n, target, count)
+	drtts, dconn, err := pingN(ctx, h, target, count)
 	if err != nil {
 		return res, nil // the relayed pings stand
 	}
@@ -136,10 +116,10 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // pingN runs count libp2p pings on one stream (the host picks the best
 // connection: a direct one before a limited one) and returns the round
 // trips and the connection used.
-func pingN(ctx context.Context, n *Node, target peer.ID, count int) ([]float64, network.Conn, error) {
+func pingN(ctx context.Context, h host.Host, target peer.ID, count int) ([]float64, network.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	s, err := n.host.NewStream(ctx, target, ping.ID)
+	s, err := h.NewStream(ctx, target, ping.ID)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ping: open stream: %w", err)
 	}
