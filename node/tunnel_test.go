@@ -163,7 +163,7 @@ func TestTunnelRelayAfterRefusal(t *testing.T) {
 // TestTunnelDialAfterCutGoesToRelay: resuming after a relay cut (the
 // tunnel has just tried a direct connection) the node's dialer goes to the
 // relay without first trying the peer's direct addresses for
-// directDialTimeout (here an address that accepts TCP and never answers
+// tunnel.DirectDialTimeout (here an address that accepts TCP and never answers
 // the handshake, so that attempt takes all of it: without the behaviour
 // Open cannot return sooner; with it, the relayed stream comes in a few
 // milliseconds, and the swarm's parallel dial of that address does not
@@ -211,7 +211,7 @@ func TestTunnelDialAfterCutGoesToRelay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(tunnel.WithAfterCut(t.Context()), 10*time.Second)
 	defer cancel()
 	t0 := time.Now()
-	s, err := tunnelDialer{b}.Open(ctx, a.ID())
+	s, err := tunnel.RelayDialer{Host: b.host, Locator: b, Log: b.log}.Open(ctx, a.ID())
 	took := time.Since(t0)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestTunnelDialAfterCutGoesToRelay(t *testing.T) {
 		t.Fatal("the stream is not relayed")
 	}
 	t.Logf("relayed stream after %v", took)
-	if took >= directDialTimeout {
+	if took >= tunnel.DirectDialTimeout {
 		t.Fatalf("took %v: the dialer tried the direct address first", took)
 	}
 }

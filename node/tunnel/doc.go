@@ -14,4 +14,10 @@
 // and a direct connection can be made. The wire protocol is specified in
 // package protocol's documentation; docs/ARCHITECTURE.md ("Tunnels")
 // describes the design.
+//
+// Streams are opened through a Dialer: HostDialer on a bare host, or
+// RelayDialer, the node's, which dials a peer directly and otherwise
+// through the relay of the supernode a Locator names (ErrRelayBusy when
+// that relay refuses). The package is given its host, dialer, clock,
+// logger and registerer; it must not import package node.
 package tunnel

@@ -22,6 +22,12 @@ var (
 	// ErrRelayCut: a relayed connection ended (the relay's limit) and no
 	// direct connection could be made.
 	ErrRelayCut = errors.New("the relay cut the tunnel")
+	// ErrRelayBusy: the supernode relaying to the peer refused the circuit
+	// (relay v2 status RESOURCE_LIMIT_EXCEEDED, or PERMISSION_DENIED, which an
+	// overlayd supernode answers when its circuit bound is reached or when this
+	// peer or the target is over its relay byte or rate budget; the status
+	// does not say which).
+	ErrRelayBusy = errors.New("supernode relay busy or relay budget exhausted")
 )
 
 // RefusedError is the exposing peer's refusal of a connection.
