@@ -25,7 +25,7 @@
 //     relay (circuit_ping.go).
 //
 // Its data dir (the identity key, the joined groups) is package
-// node/datadir's; identity.go keeps the exported names, groupstate.go
+// node/datadir's (the node and the CLI call it directly); groupstate.go
 // the loop that saves the groups.
 //
 // It also serves the local control API (api.go holds every route; the

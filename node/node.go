@@ -338,11 +338,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.mu.Unlock()
 
 	if n.key == nil {
-		if n.key, err = LoadOrCreateIdentity(n.cfg.DataDir); err != nil {
+		if n.key, err = datadir.LoadOrCreateKey(n.cfg.DataDir); err != nil {
 			return err
 		}
 	} else if n.cfg.APIListen != config.APIOff {
-		if err := EnsureDataDir(n.cfg.DataDir); err != nil {
+		if err := datadir.Ensure(n.cfg.DataDir); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/overlayd/overlayd/node/config"
+	"github.com/overlayd/overlayd/node/datadir"
 	"github.com/overlayd/overlayd/node/dirdriver"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -173,7 +174,7 @@ func TestIdentityPersists(t *testing.T) {
 	a := startNode(t, c)
 	id := a.ID()
 	a.Close()
-	st, err := os.Stat(filepath.Join(dir, KeyFile))
+	st, err := os.Stat(filepath.Join(dir, datadir.KeyFile))
 	if err != nil {
 		t.Fatal(err)
 	}

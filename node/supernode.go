@@ -7,6 +7,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node/config"
+	"github.com/overlayd/overlayd/node/datadir"
 	"github.com/overlayd/overlayd/overlay/cluster"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode"
@@ -54,7 +55,7 @@ func (n *Node) startSupernode() error {
 		return err
 	}
 	n.engine.Start()
-	if err := EnsureDataDir(n.cfg.DataDir); err != nil {
+	if err := datadir.Ensure(n.cfg.DataDir); err != nil {
 		return err
 	}
 	lim := store.DefaultLimits()

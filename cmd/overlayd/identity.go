@@ -6,7 +6,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/urfave/cli/v2"
 
-	"github.com/overlayd/overlayd/node"
+	"github.com/overlayd/overlayd/node/datadir"
 )
 
 // identityOutput is what `overlayd identity --json` prints.
@@ -28,7 +28,7 @@ func identityCommand() *cli.Command {
 				return usageError{fmt.Errorf("identity takes no arguments, got %q", c.Args().Slice())}
 			}
 			dir := c.String("data-dir")
-			k, err := node.LoadOrCreateIdentity(dir)
+			k, err := datadir.LoadOrCreateKey(dir)
 			if err != nil {
 				return err
 			}
