@@ -96,7 +96,7 @@ func TestDependencyDirection(t *testing.T) {
 func TestLayerRanks(t *testing.T) {
 	for pkg, want := range map[string]int{
 		"protocol": 1, "overlay/cluster": 2, "supernode": 3, "supernode/fanout": 3,
-		"node/client": 3, "node/role": 3, "node": 4, "node/localapi": 4, "node/config": 4, "node/version": 4, "node/host": 4, "node/api": 4, "cmd/overlayd": 5, "testnet": 5,
+		"node/client": 3, "node/role": 3, "node": 4, "node/localapi": 4, "node/config": 4, "node/version": 4, "node/host": 4, "node/api": 4, "node/roledriver": 4, "cmd/overlayd": 5, "testnet": 5,
 	} {
 		if got := layer(module + "/" + pkg); got != want {
 			t.Errorf("layer(%s) = %d, want %d", pkg, got, want)

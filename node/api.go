@@ -5,7 +5,6 @@ import (
 
 	"github.com/overlayd/overlayd/node/api"
 	"github.com/overlayd/overlayd/node/circuit"
-	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/node/version"
 )
@@ -49,9 +48,9 @@ func (n *Node) Status() localapi.Status {
 	}
 	role, why := n.Role()
 	st.Role, st.RoleReason = string(role), why
-	if n.cfg.Role == config.RoleAuto {
-		_, _, st.RoleCriteria = n.autoRole()
-		st.RoleChangedAt = n.roleChangedAt()
+	if n.roles != nil {
+		_, st.RoleCriteria = n.roles.State()
+		st.RoleChangedAt = n.roles.ChangedAt()
 	}
 	if c, ok := n.MegaCert(); ok {
 		st.Mega = &c

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/overlayd/overlayd/node/dirdriver"
+	"github.com/overlayd/overlayd/node/roledriver"
 	"github.com/overlayd/overlayd/node/viewclient"
 	"github.com/overlayd/overlayd/protocol"
 )
@@ -12,8 +13,8 @@ import (
 type metrics struct {
 	certRejected *prometheus.CounterVec
 
-	// --role auto (role_run.go).
-	roleChanges *prometheus.CounterVec
+	// --role auto (node/roledriver).
+	roles *roledriver.Metrics
 
 	// The directory's two tiers: the topic's announcements and the ring
 	// (node/dirdriver) on a node that hears it; the partial view's on an
@@ -32,14 +33,7 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	for _, r := range protocol.CertReasons {
 		m.certRejected.WithLabelValues(string(r))
 	}
-	m.roleChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "overlayd_node_role_changes_total",
-		Help: "Role changes of a --role auto node, by the role taken: supernode (promotion) or ordinary (demotion, counted when its drain begins).",
-	}, []string{"to"})
-	m.roleChanges.WithLabelValues("supernode")
-	m.roleChanges.WithLabelValues("ordinary")
 	cs := []prometheus.Collector{
-		m.roleChanges,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "overlayd_node_serving",
 			Help: "1 while the node plays the supernode role (always for --role supernode; between promotion and demotion for --role auto).",
@@ -97,6 +91,9 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		}
 	}
 	var err error
+	if m.roles, err = roledriver.NewMetrics(reg); err != nil {
+		return nil, err
+	}
 	if m.dir, err = dirdriver.NewMetrics(reg); err != nil {
 		return nil, err
 	}

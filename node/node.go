@@ -30,6 +30,7 @@ import (
 	nodehost "github.com/overlayd/overlayd/node/host"
 	"github.com/overlayd/overlayd/node/lan"
 	"github.com/overlayd/overlayd/node/localapi"
+	"github.com/overlayd/overlayd/node/roledriver"
 	"github.com/overlayd/overlayd/node/trust"
 	"github.com/overlayd/overlayd/node/tunnel"
 	"github.com/overlayd/overlayd/node/viewclient"
@@ -70,7 +71,7 @@ type Node struct {
 	// serving is set while the node plays the supernode role: always for
 	// --role supernode, between promotion and demotion for --role auto.
 	serving atomic.Bool
-	role    roleRun // the --role auto driver's state (role_run.go)
+	roles   *roledriver.Driver // the --role auto driver (autorole.go); nil on the others
 
 	// trust is the operator trust: certificates and revocations
 	// (trust.go); set by Start before the directory hears anything.
@@ -380,7 +381,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	if n.cfg.Role != config.RoleSupernode {
 		// Ordinary and auto nodes are clients; an auto node stays one
-		// while it serves (role_run.go).
+		// while it serves (autorole.go).
 		if n.client, err = n.newClient(); err != nil {
 			return err
 		}
@@ -425,11 +426,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.goLoop(func() { n.trust.Run(runCtx) })
 	if n.cfg.Role == config.RoleSupernode {
 		// Announcements and the supernode mesh; an auto node runs them
-		// while it serves (role_run.go).
+		// while it serves (autorole.go).
 		n.goLoop(func() { n.dirs.Serve(runCtx) })
 	}
 	if n.cfg.Role == config.RoleAuto {
-		n.goLoop(func() { n.roleLoop(runCtx) })
+		if n.roles, err = n.newRoleDriver(); err != nil {
+			return err
+		}
+		n.goLoop(func() { n.roles.Run(runCtx) })
 	}
 	if n.client != nil {
 		n.goLoop(func() { n.client.Run(runCtx) })
@@ -574,7 +578,13 @@ func (n *Node) Ring() *ring.Ring { return n.rings.Load() }
 func (n *Node) Role() (config.Role, string) {
 	switch n.cfg.Role {
 	case config.RoleAuto:
-		r, why, _ := n.autoRole()
+		r, why := config.RoleOrdinary, "auto: role not evaluated yet"
+		if n.serving.Load() {
+			r = config.RoleSupernode
+		}
+		if n.roles != nil {
+			why, _ = n.roles.State()
+		}
 		return r, why
 	case config.RoleSupernode:
 		return config.RoleSupernode, "pinned by --role supernode"

@@ -12,12 +12,12 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/overlayd/overlayd/node/client"
 	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/localapi"
 	"github.com/overlayd/overlayd/node/role"
+	"github.com/overlayd/overlayd/node/roledriver"
 	"github.com/overlayd/overlayd/overlay/cluster"
 )
 
@@ -414,9 +414,7 @@ func watchRoles(t *testing.T, ns []*Node, start time.Time) *roleTimeline {
 					was[i] = s
 					tl.mu.Lock()
 					tl.n++
-					n.role.mu.Lock()
-					why := n.role.changeWhy
-					n.role.mu.Unlock()
+					why := n.roles.ChangeReason()
 					tl.changes = append(tl.changes, fmt.Sprintf("\n%.2fs %d→%v (%s)", time.Since(start).Seconds(), i, map[bool]string{true: "S", false: "o"}[s], why))
 					tl.mu.Unlock()
 				}
@@ -546,7 +544,7 @@ func TestAutoDemotionHandsClientsOver(t *testing.T) {
 		t.Fatalf("after demotion: role %s, attached to %q, %d clients left", st.Role, auto.attachmentForTest(), auto.admission.Load())
 	}
 	waitFor(t, 5*time.Second, "departure seen", func() bool { return hasNone(clients[0], []peer.ID{auto.ID()}) })
-	if up, down := testutil.ToFloat64(auto.m.roleChanges.WithLabelValues("supernode")), testutil.ToFloat64(auto.m.roleChanges.WithLabelValues("ordinary")); up != 1 || down != 1 {
+	if up, down := auto.metricForTest(t, "overlayd_node_role_changes_total", "to", "supernode"), auto.metricForTest(t, "overlayd_node_role_changes_total", "to", "ordinary"); up != 1 || down != 1 {
 		t.Fatalf("role change metrics: %v promotions, %v demotions; want 1 and 1", up, down)
 	}
 	exchange(t, auto, clients[0], lAuto, lPeer, "as ordinary")
@@ -627,7 +625,7 @@ func TestDrainWaitsForDetachedClients(t *testing.T) {
 		rawAttach(t, sn)
 	}
 	waitFor(t, 10*time.Second, "the bare clients attached", func() bool { return sn.admission.Load() == k })
-	sn.drainTo(t.Context(), time.Second, 0, "supernode demoted: test", nil)
+	roledriver.Drain(t.Context(), sn.admission, time.Second, 0, "supernode demoted: test", nil, sn.log)
 	var per []int // clients detached, per step that detached any
 	total := 0
 	for _, st := range sl.snapshot() {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/overlayd/overlayd/node/api"
 	"github.com/overlayd/overlayd/node/config"
+	"github.com/overlayd/overlayd/node/roledriver"
 	"github.com/overlayd/overlayd/node/trust"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/supernode/capacity"
@@ -19,7 +20,7 @@ import (
 // keeper verifies the certificates of the directory's announcements
 // (verifyMega), holds this node's own certificates and the revocations,
 // and changes the supernode role through supernodeRole; the hand-back
-// after a demotion is the node's (handBack, over drainTo of role_run.go).
+// after a demotion is the node's (handBack, over roledriver.Drain).
 
 var (
 	_ trust.Role      = supernodeRole{}
@@ -135,7 +136,7 @@ func (n *Node) Demote(ctx context.Context, why string) error {
 // handBack detaches the clients above the regular capacity in ten even
 // steps over period; each Detach spreads its client's move over one step.
 func (n *Node) handBack(ctx context.Context, period time.Duration) {
-	n.drainTo(ctx, period, n.trust.RegularCapacity(), "mega-supernode handing back", nil)
+	roledriver.Drain(ctx, n.admission, period, n.trust.RegularCapacity(), "mega-supernode handing back", nil, n.log)
 }
 
 // Revoke applies a revocation here and spreads it to the network; this
