@@ -5,13 +5,15 @@ import (
 
 	"github.com/overlayd/overlayd/node/dirdriver"
 	"github.com/overlayd/overlayd/node/roledriver"
+	"github.com/overlayd/overlayd/node/trust"
 	"github.com/overlayd/overlayd/node/viewclient"
-	"github.com/overlayd/overlayd/protocol"
 )
 
-// metrics are the node's own Prometheus series, on the injected registry.
+// metrics are the node's Prometheus series on the injected registry: its
+// own gauges and its parts', registered on every node whatever its role.
 type metrics struct {
-	certRejected *prometheus.CounterVec
+	// Certificates (node/trust).
+	trust *trust.Metrics
 
 	// --role auto (node/roledriver).
 	roles *roledriver.Metrics
@@ -26,13 +28,6 @@ type metrics struct {
 
 func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 	m := &metrics{}
-	m.certRejected = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "overlayd_directory_certificates_rejected_total",
-		Help: "Mega-supernode certificates and revocations refused, by reason.",
-	}, []string{"reason"})
-	for _, r := range protocol.CertReasons {
-		m.certRejected.WithLabelValues(string(r))
-	}
 	cs := []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "overlayd_node_serving",
@@ -43,25 +38,6 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 			}
 			return 0
 		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "overlayd_node_mega_cert_not_after_seconds",
-			Help: "When this node's mega-supernode certificate expires (Unix seconds); 0 while it holds none. Alert on it before it runs out.",
-		}, func() float64 {
-			if c, ok := n.MegaCert(); ok {
-				return float64(c.NotAfter.Unix())
-			}
-			return 0
-		}),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "overlayd_node_supernode_cert_not_after_seconds",
-			Help: "When this node's supernode certificate (certified networks) expires (Unix seconds); 0 while it holds none.",
-		}, func() float64 {
-			if c, ok := n.SupernodeCert(); ok {
-				return float64(c.NotAfter.Unix())
-			}
-			return 0
-		}),
-		m.certRejected,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "overlayd_directory_entries",
 			Help: "Live supernodes in this node's directory.",
@@ -91,6 +67,9 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		}
 	}
 	var err error
+	if m.trust, err = trust.NewMetrics(reg, n.MegaCert, n.SupernodeCert); err != nil {
+		return nil, err
+	}
 	if m.roles, err = roledriver.NewMetrics(reg); err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func (n *Node) newTrust() (*trust.Keeper, error) {
 		Serving:   n.serving.Load,
 		Demoted:   func() { n.goLoop(func() { n.handBack(n.runCtx, n.cfg.DrainPeriod) }) },
 		Directory: n.dir,
-		Rejected:  func(r protocol.Reason) { n.m.certRejected.WithLabelValues(string(r)).Inc() },
+		Rejected:  n.m.trust.Rejected,
 		Now:       n.now,
 		Log:       n.base.With("component", "trust"),
 	}
