@@ -32,7 +32,7 @@ func (n *Node) newDirDriver() (*dirdriver.Driver, error) {
 		AnnounceInterval: n.cfg.AnnounceInterval,
 		AnnounceAddrs:    announce,
 		ConnBudget:       n.cfg.ConnBudget(),
-		PartialView:      n.usesView(),
+		PartialView:      n.cfg.PartialView(),
 		ServesViews:      n.cfg.Role != config.RoleOrdinary,
 		MayServe:         n.cfg.Role == config.RoleSupernode || n.cfg.Role == config.RoleAuto,
 		Certified:        n.cfg.Certified(),

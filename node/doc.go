@@ -1,39 +1,29 @@
-// Package node is the overlayd daemon: the composition root that assembles
-// one peer from the packages below it. It turns a Config into a libp2p host
-// (host.go: identity, listeners, resource manager and connection manager
-// sized for the role), runs the supernode directory over GossipSub and the
-// ring built from it, package node/dirdriver (wired in directory.go: the
-// topic, announcements, expiry, the supernode mesh, confirmations, ring
-// rebuilds), or on a pinned ordinary node the partial view of the
-// directory, package node/viewclient (wired in view.go, which also answers
-// other nodes' view requests as hints), and plays the role:
+// Package node is the overlayd daemon: the composition root that builds
+// one peer from the packages below it and owns their lifecycle. New checks
+// a Config (package node/config) and does no I/O; Start builds and starts
+// the parts in order; Close stops them and waits for every goroutine the
+// node started; Run does all three around a context.
 //
-//   - the client side, package node/client, on ordinary and --role auto
-//     nodes (node.go builds it; Node.Client exposes it);
-//   - the supernode side, package supernode, on --role supernode and on a
-//     promoted auto node (supernode.go);
-//   - the --role auto driver (role_run.go) over the pure rules of package
-//     node/role;
-//   - mega-supernode and supernode certificates and revocations,
-//     package node/trust (trust.go gives it the supernode role to change
-//     and hands clients back after a demotion);
-//   - finding a network on the local network by mDNS, package node/lan
-//     (host.go gives it the host and the node's config);
-//   - reachability (reach.go) and circuit relay v2, package node/circuit:
-//     the relay service on supernodes and the client's reservation that
-//     follows its session (wired in circuit.go), and ping through the
-//     relay (circuit_ping.go).
+// What it assembles, and the file that wires each part:
 //
-// Its data dir (the identity key, the joined groups) is package
-// node/datadir's (the node and the CLI call it directly); groupstate.go
-// the loop that saves the groups.
+//   - the libp2p host, node/host (node.go); LAN discovery, node/lan;
+//   - the directory and ring driver, node/dirdriver (directory.go), or on
+//     a pinned ordinary node the partial view, node/viewclient (view.go,
+//     which also answers view requests as hints);
+//   - the client side, node/client (node.go), on ordinary and auto nodes;
+//   - the supernode side, package supernode (supernode.go), on pinned
+//     supernodes and promoted auto nodes; the --role auto driver,
+//     node/roledriver over the rules of node/role (autorole.go);
+//   - operator trust, node/trust (trust.go: the supernode role the
+//     certificates change, the hand-back after a demotion);
+//   - reachability, circuit relay v2 and ping, node/circuit (circuit.go:
+//     the locate protocol beside the relay service, Locate);
+//   - tunnels, node/tunnel (tunnel.go); the data dir, node/datadir
+//     (groupstate.go saves the joined groups);
+//   - the local API, node/api over node/localapi (api.go), and Prometheus
+//     metrics (metrics.go).
 //
-// It also serves the local control API (api.go holds every route; the
-// types and client are in node/localapi; status.go builds the answers) and
-// Prometheus metrics (metrics.go).
-//
-// A Node is built with New (no I/O), started with Start, and stopped with
-// Close; Run does all three around a context. Node owns every goroutine it
-// starts and Close waits for them. cmd/overlayd is a thin layer that turns
-// flags, environment and the config file into a Config.
+// Each part gets what it needs at construction, values or a narrow port
+// the node implements, never *Node. The node holds no rule of its own: a
+// decision belongs in the part that owns it.
 package node

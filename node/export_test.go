@@ -105,7 +105,7 @@ func (n *Node) viewRefreshesForTest(t testing.TB) float64 {
 // event asks for two.
 func afterViewRefreshes(t testing.TB, n *Node, k int, within time.Duration) {
 	t.Helper()
-	if !n.usesView() {
+	if !n.cfg.PartialView() {
 		t.Fatalf("%s keeps no partial view", n.ID().ShortString())
 	}
 	before := n.viewRefreshesForTest(t)

@@ -385,7 +385,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		if n.client, err = n.newClient(); err != nil {
 			return err
 		}
-		if n.usesView() {
+		if n.cfg.PartialView() {
 			if n.views, err = n.newViewClient(); err != nil {
 				return err
 			}
@@ -418,7 +418,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	// node but one that keeps a partial view, whose view client publishes
 	// its ring).
 	n.goLoop(func() { n.dirs.Run(runCtx) })
-	if n.usesView() {
+	if n.cfg.PartialView() {
 		n.startViewHints()
 		n.goLoop(func() { n.views.Run(runCtx) })
 	}
@@ -562,7 +562,7 @@ func (n *Node) newClient() (*client.Client, error) {
 		client.WithRand(rand.New(rand.NewPCG(n.seed(), n.seed()))),
 		client.WithSessionHook(n.circuitAttached),
 	}, n.clientOpts...)
-	if n.usesView() {
+	if n.cfg.PartialView() {
 		opts = append(opts, client.WithPartialView(n.kickView))
 	}
 	return client.New(n.host, n.dir, &n.rings, cfg, opts...)

@@ -100,7 +100,7 @@ func (n *Node) startSupernode() error {
 	n.admission.Start()
 	if n.cfg.Role == config.RoleAuto {
 		// An auto node starts ordinary: the machinery is built, but it
-		// admits nobody and runs no relay until it promotes (role_run.go).
+		// admits nobody and runs no relay until it promotes (autorole.go).
 		n.admission.SetOpen(false)
 	} else {
 		n.serving.Store(true)

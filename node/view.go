@@ -7,7 +7,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/node/client"
-	"github.com/overlayd/overlayd/node/config"
 	"github.com/overlayd/overlayd/node/viewclient"
 	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
@@ -21,15 +20,9 @@ import (
 // directory, the ring and the client side (viewSession); the client side
 // kicks it when a group is joined (client.WithPartialView(n.kickView)).
 
-// usesView reports whether this node keeps a partial view instead of
-// hearing the announcement topic: a pinned ordinary node, unless
-// Config.FullDirectory. An auto node is a candidate supernode and needs
-// the whole directory for its role rules.
-func (n *Node) usesView() bool { return n.cfg.Role == config.RoleOrdinary && !n.cfg.FullDirectory }
-
 // PartialView reports whether the node keeps a partial view of the
-// directory (a pinned ordinary node) rather than the whole directory.
-func (n *Node) PartialView() bool { return n.usesView() }
+// directory rather than the whole directory (Config.PartialView).
+func (n *Node) PartialView() bool { return n.cfg.PartialView() }
 
 // RingVersion is the version of the ring the node routes by: its own
 // ring's, or on a node with a partial view the version of the ring the

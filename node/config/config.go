@@ -527,6 +527,12 @@ func (c Config) AnnounceMultiaddrs() ([]ma.Multiaddr, error) {
 	return parseAddrs("--announce-addr", c.AnnounceAddrs)
 }
 
+// PartialView reports whether a node keeps a partial view of the
+// directory (node/viewclient) instead of hearing the announcement topic:
+// a pinned ordinary node, unless FullDirectory. An auto node is a
+// candidate supernode and needs the whole directory for its role rules.
+func (c Config) PartialView() bool { return c.Role == RoleOrdinary && !c.FullDirectory }
+
 // ConnBudget is how many connections a node may hold: a supernode its
 // clients plus the headroom (peers being refused, other supernodes,
 // transient dials); an ordinary node only the headroom.

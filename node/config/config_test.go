@@ -1,8 +1,10 @@
 package config
 
 import (
+	"bytes"
 	"crypto/rand"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -169,5 +171,123 @@ func TestMDNSConfigDefault(t *testing.T) {
 	c.MDNS = false
 	if err := c.Validate(); err != nil {
 		t.Fatalf("mdns off: %v", err)
+	}
+}
+
+// TestDerived: the values the node's parts are given follow the fields.
+func TestDerived(t *testing.T) {
+	c := testConfig(t, RoleOrdinary)
+	if !c.PartialView() || c.ConnBudget() != c.ConnHeadroom {
+		t.Fatalf("ordinary: partial view %v, budget %d", c.PartialView(), c.ConnBudget())
+	}
+	c.FullDirectory = true
+	if c.PartialView() {
+		t.Fatal("--full-directory keeps a partial view")
+	}
+	for _, r := range []Role{RoleSupernode, RoleAuto} {
+		c := testConfig(t, r)
+		if c.PartialView() || c.ConnBudget() != c.Capacity+c.ConnHeadroom {
+			t.Fatalf("%s: partial view %v, budget %d", r, c.PartialView(), c.ConnBudget())
+		}
+	}
+	if a, err := c.AnnounceMultiaddrs(); a != nil || err != nil {
+		t.Fatalf("no announce addresses: %v, %v", a, err)
+	}
+	c.AnnounceAddrs = []string{"/ip4/192.0.2.1/tcp/4101"}
+	if a, err := c.AnnounceMultiaddrs(); len(a) != 1 || err != nil {
+		t.Fatalf("announce addresses: %v, %v", a, err)
+	}
+	if l, err := c.ListenAddrs(); len(l) != 1 || err != nil {
+		t.Fatalf("listen addresses: %v, %v", l, err)
+	}
+}
+
+// TestValidateNamesField: each bad value is refused with an *Error naming
+// its flag.
+func TestValidateNamesField(t *testing.T) {
+	tests := []struct {
+		field string
+		tweak func(*Config)
+	}{
+		{"--data-dir", func(c *Config) { c.DataDir = "" }},
+		{"--listen", func(c *Config) { c.Listen = nil }},
+		{"--listen", func(c *Config) { c.Listen = []string{"nope"} }},
+		{"--announce-addr", func(c *Config) { c.AnnounceAddrs = []string{"nope"} }},
+		{"--bootstrap", func(c *Config) { c.Bootstrap = []string{"/ip4/127.0.0.1/tcp/1"} }},
+		{"--role", func(c *Config) { c.Role = "king" }},
+		{"--capacity", func(c *Config) { c.Capacity = -1 }},
+		{"--capacity", func(c *Config) { c.Capacity = 2_000_000 }},
+		{"--capacity", func(c *Config) { c.Role, c.Capacity = RoleSupernode, 0 }},
+		{"--announce-interval", func(c *Config) { c.AnnounceInterval = time.Nanosecond }},
+		{"--keepalive", func(c *Config) { c.Keepalive = 0 }},
+		{"--offline-ttl", func(c *Config) { c.OfflineTTL = 0 }},
+		{"--store-max-bytes", func(c *Config) { c.StoreMaxBytes = 1 }},
+		{"--conn-headroom", func(c *Config) { c.ConnHeadroom = 1 }},
+		{"--operator-pubkey", func(c *Config) { c.OperatorPubkeys = []string{"ed25519:nope"} }},
+		{"--mega-cert", func(c *Config) { c.Role, c.MegaCert = RoleAuto, "m.cert" }},
+		{"--mega-cert", func(c *Config) { c.Role, c.MegaCert = RoleSupernode, "m.cert" }},
+		{"--tunnel-window", func(c *Config) { c.TunnelWindow = 1 }},
+		{"--tunnel-max-conns", func(c *Config) { c.TunnelMaxConns = -1 }},
+		{"--tunnel-idle-timeout", func(c *Config) { c.TunnelIdleTimeout = -1 }},
+		{"--relay-circuit-data", func(c *Config) { c.RelayCircuitData = -1 }},
+		{"--relay-circuit-duration", func(c *Config) { c.RelayCircuitDuration = -1 }},
+		{"--conns-per-ip", func(c *Config) { c.ConnsPerIP = 0 }},
+		{"--log-level", func(c *Config) { c.LogLevel = "loud" }},
+		{"--log-format", func(c *Config) { c.LogFormat = "xml" }},
+		{"--metrics-listen", func(c *Config) { c.MetricsListen = "0.0.0.0:9000" }},
+		{"--metrics-listen", func(c *Config) { c.MetricsListen = "nope" }},
+		{"--api-listen", func(c *Config) { c.APIListen = "192.0.2.1:80" }},
+	}
+	for _, tt := range tests {
+		c := testConfig(t, RoleOrdinary)
+		tt.tweak(&c)
+		var ce *Error
+		if err := c.Validate(); !errors.As(err, &ce) || ce.Field != tt.field || ce.Unwrap() == nil || !strings.Contains(ce.Error(), tt.field) {
+			t.Errorf("%s: Validate = %v", tt.field, err)
+		}
+	}
+	c := testConfig(t, RoleOrdinary)
+	c.MetricsListen, c.MetricsPublic, c.APIListen = "0.0.0.0:9000", true, "localhost:1234"
+	if err := c.Validate(); err != nil {
+		t.Errorf("public metrics, API on localhost: %v", err)
+	}
+}
+
+// TestLoadFileAndLogger: keys in the file replace the defaults, unknown
+// keys are refused, and the logger follows the level and format.
+func TestLoadFileAndLogger(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte("capacity: 7\nlog-format: json\nlog-level: debug\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("capacty: 7\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Default()
+	if err := LoadFile(good, &c); err != nil || c.Capacity != 7 || c.Role != RoleOrdinary {
+		t.Fatalf("LoadFile: %v, %+v", err, c)
+	}
+	var ce *Error
+	if err := LoadFile(bad, &c); !errors.As(err, &ce) || ce.Field != "--config" {
+		t.Fatalf("unknown key: %v", err)
+	}
+	if err := LoadFile(filepath.Join(dir, "missing"), &c); !errors.As(err, &ce) {
+		t.Fatalf("missing file: %v", err)
+	}
+	var buf bytes.Buffer
+	NewLogger(c, &buf).Debug("hello")
+	if !strings.Contains(buf.String(), `"msg":"hello"`) {
+		t.Fatalf("json debug logger wrote %q", buf.String())
+	}
+	buf.Reset()
+	c.LogFormat, c.LogLevel = "text", "warn"
+	NewLogger(c, &buf).Info("quiet")
+	if buf.Len() != 0 {
+		t.Fatalf("warn logger wrote %q", buf.String())
+	}
+	t.Setenv("XDG_STATE_HOME", dir)
+	if d := DefaultDataDir(); d != filepath.Join(dir, "overlayd") {
+		t.Fatalf("DefaultDataDir = %s", d)
 	}
 }

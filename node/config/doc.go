@@ -4,7 +4,7 @@
 // *Error names the bad flag), the YAML config file (LoadFile), the
 // logger it asks for (NewLogger), and the values derived from it that
 // the node's parts are given (RolePolicy, RelaySettings, ConnBudget,
-// BootstrapPeers, OperatorKeys).
+// PartialView, BootstrapPeers, OperatorKeys).
 //
 // It holds values and pure functions only: it must not start anything,
 // build a host, read the data dir or import package node, so that the

@@ -4,7 +4,7 @@
 // Decide is a function of the node's state, the directory, the previous
 // decision State, the time (Input.Now) and an injected random source. It
 // does no I/O, starts nothing and keeps nothing between calls but the State
-// it returns; the driver in package node (role_run.go) gathers the Input,
+// it returns; the driver, package node/roledriver, gathers the Input,
 // calls Decide and carries out what it decides.
 //
 // # Rules

@@ -25,7 +25,7 @@ import (
 // ring), its own role.State and its own random source; a promotion makes
 // it a supernode of the simulation (it announces, joins the ring at the
 // next directory tick and takes clients), a demotion closes its admission
-// and hands its clients to other supernodes on node.drainTo's schedule
+// and hands its clients to other supernodes on roledriver.Drain's schedule
 // (role.DrainStep), then announces its departure.
 
 // AutoRoles is the population of --role auto nodes (Config.Auto). What
@@ -297,7 +297,7 @@ func (s *Sim) promoteAuto(k int32) {
 	s.at(s.randDur(s.p.Keepalive), event{k: evHealth, a: b, gen: s.incarnation(b)})
 }
 
-// demoteAuto starts auto node k's demotion as node.demoteAuto does:
+// demoteAuto starts auto node k's demotion as roledriver's demotion does:
 // admission closes (a simplification: the simulator answers BUSY where
 // the daemon answers REDIRECT), it announces a capacity equal to its load
 // (so the network counts no spare room here), and hands its clients over
@@ -316,7 +316,7 @@ func (s *Sim) demoteAuto(k int32) {
 	s.autoDrain(k, 0)
 }
 
-// autoDrain is step i of auto node k's hand-back (node.drainTo with keep
+// autoDrain is step i of auto node k's hand-back (roledriver.Drain with keep
 // 0): the load is announced as the capacity, role.DrainStep of the
 // clients go (at random, as supernode.Admission.Drain shuffles), each
 // with alternatives and one step's spread; after the last step, or as

@@ -11,7 +11,7 @@ import (
 // The hand-back after an outage: the crashed supernodes restart, the
 // operator demotes the megas, and each mega hands the clients above its
 // regular capacity back on the daemon's schedule (node/role.DrainStep,
-// which node.drainTo calls).
+// which roledriver.Drain calls).
 
 // incarnation is supernode b's restart count: events of an earlier life
 // carry another.
@@ -64,7 +64,7 @@ func (s *Sim) demote() {
 	}
 }
 
-// drainStep is step i of mega b's hand-back, as node.drainTo runs it:
+// drainStep is step i of mega b's hand-back, as roledriver.Drain runs it:
 // the sessions above the regular capacity, role.DrainStep of them now
 // (chosen at random, as supernode.Admission.Drain shuffles), each told
 // to go with alternatives and a spread of one step; the next step one

@@ -352,7 +352,7 @@ func TestReturnMatchesDaemon(t *testing.T) {
 }
 
 // The hand-back divergence test: each demoted mega detaches, at step i
-// of its drain, exactly what node.drainTo would (role.DrainStep of its
+// of its drain, exactly what roledriver.Drain would (role.DrainStep of its
 // load above the regular capacity it keeps), the steps
 // role.DrainStepInterval apart from the demotion, and the megas end at
 // their regular capacity with every client attached.
