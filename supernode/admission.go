@@ -176,6 +176,15 @@ type session struct {
 	out   *fanout.Outbox // every frame after the AttachResponse
 	once  sync.Once      // releases the slot once
 	ended chan struct{}
+	// detached is set (under Admission.mu) when a Detach was offered: a
+	// drain picks each session once, however long its client takes to
+	// leave.
+	detached bool
+	// leaveBy (Unix nanoseconds on the admission's clock, 0 until a
+	// Detach) caps every read deadline of the session after its Detach: a
+	// client that keeps pinging, or a Detach that came before the session
+	// loop set its first deadline, does not hold the slot past it.
+	leaveBy atomic.Int64
 }
 
 // SessionHandler is told about sessions and gets the frames clients send
@@ -369,20 +378,27 @@ func (a *Admission) Stats() AdmissionStats {
 
 // Drain detaches up to n sessions (all when n < 0) with a Detach telling
 // each client to reattach elsewhere within spread, and returns how many it
-// detached. Clients are picked in random order.
+// detached. Clients are picked in random order, among the sessions not
+// detached before: a client still leaving (it has up to a second, the
+// read deadline) is not picked again in its place of another.
 func (a *Admission) Drain(n int, reason string, spread time.Duration) int {
 	a.mu.Lock()
 	victims := make([]*session, 0, len(a.sessions))
 	for _, s := range a.sessions {
-		victims = append(victims, s)
+		if !s.detached {
+			victims = append(victims, s)
+		}
 	}
-	a.mu.Unlock()
 	a.rngMu.Lock()
 	a.rng.Shuffle(len(victims), func(i, j int) { victims[i], victims[j] = victims[j], victims[i] })
 	a.rngMu.Unlock()
 	if n >= 0 && n < len(victims) {
 		victims = victims[:n]
 	}
+	for _, s := range victims {
+		s.detached = true
+	}
+	a.mu.Unlock()
 	for _, s := range victims {
 		a.detach(s, reason, spread)
 	}
@@ -420,8 +436,10 @@ func (a *Admission) detach(s *session, reason string, spread time.Duration) {
 	}
 	// The client closes the stream when it reads the Detach, which ends
 	// our read loop and frees the slot; if it does not within a second,
-	// the read deadline does.
-	_ = s.s.SetReadDeadline(a.cfg.Now().Add(time.Second))
+	// the read deadline does (serve keeps it there).
+	by := a.cfg.Now().Add(time.Second)
+	s.leaveBy.Store(by.UnixNano())
+	_ = s.s.SetReadDeadline(by)
 }
 
 // alternatives picks up to MaxAlternatives candidates at random, weighted by
@@ -666,7 +684,13 @@ func (a *Admission) serve(sess *session, fr *protocol.FrameReader, handler Sessi
 	_ = s.SetWriteDeadline(time.Time{})
 	silence := protocol.MissedKeepalives * a.cfg.Keepalive
 	for {
-		_ = s.SetReadDeadline(a.cfg.Now().Add(silence))
+		deadline := a.cfg.Now().Add(silence)
+		_ = s.SetReadDeadline(deadline)
+		// After the deadline is set: a Detach that set leaveBy before it
+		// is seen here, one after it sets its own deadline last.
+		if by := sess.leaveBy.Load(); by != 0 && by < deadline.UnixNano() {
+			_ = s.SetReadDeadline(time.Unix(0, by))
+		}
 		f := &pb.SessionFrame{}
 		if err := fr.Read(f); err != nil {
 			var te interface{ Timeout() bool }

@@ -401,3 +401,62 @@ func TestReattachRacingOldSessionEndHoldsASlot(t *testing.T) {
 		t.Errorf("capacity 1 with a session attached, another peer got %v (now %d attached)", resp.GetStatus(), sn.adm.Load())
 	}
 }
+
+// TestDrainPicksEachSessionOnce: a drain step picks among the sessions not
+// detached before. Clients that do not act on their Detach stay attached
+// until the read deadline (here an hour away on the admission's clock), and
+// a later step counting them still attached must not detach them again in
+// place of another client (a demoted auto node's drain detached one client
+// twice and left another for the last step).
+func TestDrainPicksEachSessionOnce(t *testing.T) {
+	n := newTestNet(t)
+	later := func() time.Time { return time.Now().Add(time.Hour) }
+	sn := newSupernode(t, n, supernodeConfig{capacity: 2, handler: &recorder{}, adm: AdmissionConfig{Keepalive: time.Hour, Now: later}})
+	a := mustAccept(t, n.host(t), sn.h.ID(), 1)
+	b := mustAccept(t, n.host(t), sn.h.ID(), 1)
+	waitFor(t, "both sessions", func() bool { return sn.adm.Load() == 2 })
+	for i, want := range []int{1, 1, 0} {
+		if got := sn.adm.Drain(1, "test", time.Second); got != want {
+			t.Fatalf("drain %d detached %d, want %d", i, got, want)
+		}
+	}
+	if got := sn.adm.Drain(-1, "test", time.Second); got != 0 {
+		t.Fatalf("drain of all detached %d with both detached already, want 0", got)
+	}
+	if got := sn.adm.Load(); got != 2 {
+		t.Fatalf("load %d: the clients ignore their Detach, want both still attached", got)
+	}
+	for name, c := range map[string]*attachClient{"a": a, "b": b} {
+		var f pb.SessionFrame
+		if err := c.read(&f); err != nil || f.GetDetach() == nil {
+			t.Fatalf("client %s: first frame %v (%v), want its Detach", name, &f, err)
+		}
+	}
+}
+
+// TestDetachedSessionEndsThoughItPings: a client that keeps pinging after
+// its Detach (an attacker holding the slot of a draining supernode, or a
+// Detach sent before the session loop set its first deadline) is cut at
+// the Detach's deadline, a second after it; each Ping used to push the
+// deadline a whole silence (here three hours) further.
+func TestDetachedSessionEndsThoughItPings(t *testing.T) {
+	n := newTestNet(t)
+	sn := newSupernode(t, n, supernodeConfig{capacity: 1, handler: &recorder{}, adm: AdmissionConfig{Keepalive: time.Hour}})
+	c := mustAccept(t, n.host(t), sn.h.ID(), 1)
+	if got := sn.adm.Drain(1, "test", time.Second); got != 1 {
+		t.Fatalf("drain detached %d, want 1", got)
+	}
+	var f pb.SessionFrame
+	if err := c.read(&f); err != nil || f.GetDetach() == nil {
+		t.Fatalf("first frame %v (%v), want the Detach", &f, err)
+	}
+	if pong := c.ping(7); pong.GetPong().GetSeq() != 7 {
+		t.Fatalf("answer to a ping after the Detach: %v, want its Pong", pong)
+	}
+	// end waits at most waitTimeout (10 s): the Detach's deadline ends
+	// the session a second after it.
+	if err := c.end(); !errors.Is(err, network.ErrReset) {
+		t.Fatalf("the detached session's stream ended with %v, want a reset at its deadline", err)
+	}
+	waitFor(t, "the slot freed", func() bool { return sn.adm.Load() == 0 && sn.sems.Attached.InUse() == 0 })
+}
