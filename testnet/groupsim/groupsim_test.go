@@ -144,6 +144,8 @@ var catches = map[string][]uint64{
 	"NoReplayFromSync":  {504},
 	"NoReplicaFill":     {126, 253, 1409}, // not measured over 1..1,000: the seeds that failed before the fill
 	"NoSentResume":      {2020},           // likewise: the seed that failed before the fix
+	// Found by the search with partitions on, at a seed that drew none.
+	"NoReplayDoneFromAsked": {384},
 }
 
 // mutationSeeds, when $GROUPSIM_MUTATION_SEEDS is set, is how many seeds
@@ -259,6 +261,11 @@ var partitionCatches = map[string]struct {
 	// (none of seeds 1..3,000 without them catches these two).
 	"NoSyncAnswersOnly": {132, group.Mutations{NoSyncAnswersOnly: true}},
 	"NoHoldBack":        {3, group.Mutations{NoHoldBack: true}},
+	// Caught by no seed of 1..1,000 without partitions since the
+	// replica's fill (2026-12-05); the first seed with them.
+	"NoAwayDrop":             {132, group.Mutations{NoAwayDrop: true}},
+	"NoJoinStart":            {316, group.Mutations{NoJoinStart: true}},
+	"NoReleaseAfterMajority": {458, group.Mutations{NoReleaseAfterMajority: true}},
 }
 
 func TestPartitionFixes(t *testing.T) {
