@@ -41,11 +41,11 @@ func withRole(name string, f func()) {
 }
 
 // newTCPHost is a real libp2p host listening on 127.0.0.1 over TCP only,
-// with the default security transports and stream muxer, as node/host.go
+// with the default security transports and stream muxer, as node/host
 // builds its hosts (it sets neither, so libp2p's defaults apply: TLS 1.3
 // then Noise, and yamux). The resource and connection managers are the
 // null ones: the benchmarks attach 1,000 peers to one host, past libp2p's
-// default limits, and node/host.go sizes those limits from a capacity that
+// default limits, and node/host sizes those limits from a capacity that
 // these benchmarks do not model.
 func newTCPHost(tb testing.TB) host.Host {
 	tb.Helper()

@@ -494,7 +494,7 @@ func TestListenBadLine(t *testing.T) {
 }
 
 // TestInboundJSON pins the JSON of Inbound: the daemon streams exactly
-// this shape on /v1/listen (node/api.go encodes Inbound), and listeners
+// this shape on /v1/listen (node/api encodes Inbound), and listeners
 // parse it.
 func TestInboundJSON(t *testing.T) {
 	tests := []struct {

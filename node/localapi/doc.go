@@ -6,7 +6,7 @@
 // It holds both sides' shared parts: the JSON types (types.go, relay.go),
 // the server helpers the daemon uses (server.go) and the Client, which has
 // one method for each route. The routes themselves are registered by package
-// node, all in node/api.go:
+// node/api, all in one place (api.go):
 //
 //	Method Path                           Request      Answer           Client method
 //	GET    /v1/status                     -            Status           Status
