@@ -142,8 +142,8 @@ var catches = map[string][]uint64{
 	"NoSyncAppendRetry": {293, 1799, 1872}, // searched to 3,000
 	"NoFollowedHome":    {1905, 2128},      // searched to 3,000
 	"NoReplayFromSync":  {504},
-	"NoReplicaFill":     {126, 253, 1409}, // not measured over 1..1,000: the seeds that failed before the fill
-	"NoSentResume":      {2020},           // likewise: the seed that failed before the fix
+	"NoReplicaFill":     {1238, 1532, 1926}, // searched to 3,000
+	"NoSentResume":      {2020},             // the seed that failed before the fix
 	// Found by the search with partitions on, at a seed that drew none.
 	"NoReplayDoneFromAsked": {384},
 }
