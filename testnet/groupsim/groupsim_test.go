@@ -262,10 +262,17 @@ var partitionCatches = map[string]struct {
 	"NoSyncAnswersOnly": {132, group.Mutations{NoSyncAnswersOnly: true}},
 	"NoHoldBack":        {3, group.Mutations{NoHoldBack: true}},
 	// Caught by no seed of 1..1,000 without partitions since the
-	// replica's fill (2026-12-05); the first seed with them.
+	// replica's fill (2026-12-05); the first seed with them (searched to
+	// 3,000; none catches NoResumeCatchUp, NoKeepGathered or
+	// NoFollowedPastReplay, guarded by their unit tests).
 	"NoAwayDrop":             {132, group.Mutations{NoAwayDrop: true}},
 	"NoJoinStart":            {316, group.Mutations{NoJoinStart: true}},
 	"NoReleaseAfterMajority": {458, group.Mutations{NoReleaseAfterMajority: true}},
+	"NoHeldCheck":            {48, group.Mutations{NoHeldCheck: true}},
+	"NoReplicaHomeCheck":     {1343, group.Mutations{NoReplicaHomeCheck: true}},
+	"NoResumeWithJoin":       {48, group.Mutations{NoResumeWithJoin: true}},
+	"NoRenumberLogged":       {521, group.Mutations{NoRenumberLogged: true}},
+	"NoResumedReset":         {135, group.Mutations{NoResumedReset: true}},
 }
 
 func TestPartitionFixes(t *testing.T) {
