@@ -115,19 +115,26 @@ func TestPromoteDemote(t *testing.T) {
 func TestRunPinnedByMega(t *testing.T) {
 	adm, sn := &fakeAdmission{}, &fakeRole{}
 	d := newTestDriver(t, adm, sn)
-	d.cfg.Mega = func() (protocol.MegaCert, bool) { return protocol.MegaCert{Serial: 9}, true }
+	// Each evaluation asks Mega first: its second call comes after the
+	// first evaluation has set its decision.
 	ctx, cancel := context.WithCancel(t.Context())
+	asked := make(chan struct{})
+	d.cfg.Mega = func() (protocol.MegaCert, bool) {
+		select {
+		case asked <- struct{}{}:
+		case <-ctx.Done():
+		}
+		return protocol.MegaCert{Serial: 9}, true
+	}
 	done := make(chan struct{})
 	go func() { defer close(done); d.Run(ctx) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for why, _ := d.State(); why != "auto: mega-supernode by operator certificate 9"; why, _ = d.State() {
-		if time.Now().After(deadline) {
-			t.Fatalf("state %q", why)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	<-asked
+	<-asked
 	cancel()
 	<-done
+	if why, _ := d.State(); why != "auto: mega-supernode by operator certificate 9" {
+		t.Fatalf("state %q", why)
+	}
 	if !d.ChangedAt().IsZero() || d.ChangeReason() != "" || len(sn.calls) != 0 {
 		t.Fatal("a pinned mega changed role")
 	}
