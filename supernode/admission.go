@@ -176,14 +176,12 @@ type session struct {
 	out   *fanout.Outbox // every frame after the AttachResponse
 	once  sync.Once      // releases the slot once
 	ended chan struct{}
-	// detached is set (under Admission.mu) when a Detach was offered: a
-	// drain picks each session once, however long its client takes to
-	// leave.
-	detached bool
 	// leaveBy (Unix nanoseconds on the admission's clock, 0 until a
-	// Detach) caps every read deadline of the session after its Detach: a
-	// client that keeps pinging, or a Detach that came before the session
-	// loop set its first deadline, does not hold the slot past it.
+	// Detach; set under Admission.mu, so a drain picks each session once
+	// however long its client takes to leave) caps every read deadline of
+	// the session after its Detach: a client that keeps pinging, or a
+	// Detach that came before the session loop set its first deadline,
+	// does not hold the slot past it.
 	leaveBy atomic.Int64
 }
 
@@ -385,7 +383,7 @@ func (a *Admission) Drain(n int, reason string, spread time.Duration) int {
 	a.mu.Lock()
 	victims := make([]*session, 0, len(a.sessions))
 	for _, s := range a.sessions {
-		if !s.detached {
+		if s.leaveBy.Load() == 0 {
 			victims = append(victims, s)
 		}
 	}
@@ -395,8 +393,12 @@ func (a *Admission) Drain(n int, reason string, spread time.Duration) int {
 	if n >= 0 && n < len(victims) {
 		victims = victims[:n]
 	}
+	// The client closes the stream when it reads the Detach, which ends
+	// our read loop and frees the slot; if it does not within a second,
+	// the read deadline does (serve keeps it there).
+	by := a.cfg.Now().Add(time.Second).UnixNano()
 	for _, s := range victims {
-		s.detached = true
+		s.leaveBy.Store(by)
 	}
 	a.mu.Unlock()
 	for _, s := range victims {
@@ -434,12 +436,7 @@ func (a *Admission) detach(s *session, reason string, spread time.Duration) {
 		s.s.Reset()
 		return
 	}
-	// The client closes the stream when it reads the Detach, which ends
-	// our read loop and frees the slot; if it does not within a second,
-	// the read deadline does (serve keeps it there).
-	by := a.cfg.Now().Add(time.Second)
-	s.leaveBy.Store(by.UnixNano())
-	_ = s.s.SetReadDeadline(by)
+	_ = s.s.SetReadDeadline(time.Unix(0, s.leaveBy.Load())) // Drain set it
 }
 
 // alternatives picks up to MaxAlternatives candidates at random, weighted by
