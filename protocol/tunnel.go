@@ -144,6 +144,11 @@ func DecodeTunnelFrame(b []byte, f *TunnelFrameView) error {
 			v, n = protowire.ConsumeBytes(b)
 			if num == 2 {
 				f.Data = v
+			} else if n >= 0 && !utf8.Valid(v) {
+				// proto.Unmarshal refuses a string field that is not
+				// UTF-8 wherever it occurs, even if a later occurrence
+				// replaces it.
+				return Reject(ReasonUndecodable, "tunnel frame: reset reason is not UTF-8")
 			} else {
 				f.Reason = string(v)
 			}

@@ -60,6 +60,9 @@ func FuzzTunnelFrame(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte{0x08, 0x01, 0x08, 0x02, 0x12, 0x01, 'x', 0x1a, 0x00})
+	// A reason that is not UTF-8, replaced by a later one that is:
+	// proto.Unmarshal refuses the frame all the same.
+	f.Add([]byte{0x32, 0x01, 0xff, 0x32, 0x01, 'a'})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var v protocol.TunnelFrameView
 		verr := protocol.DecodeTunnelFrame(b, &v)
