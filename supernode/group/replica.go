@@ -29,15 +29,17 @@ import (
 
 const (
 	// ReplicationTimeout bounds the wait for a replica's ack; the
-	// publisher is then told BUSY and retries with the same ID.
+	// publisher is then told BUSY and retries with the same ID, and the
+	// home drops its record of the group (sweepReplication): numbering
+	// again is a takeover.
 	ReplicationTimeout = 2 * time.Second
 	// MaxPendingPublishes bounds the publishes waiting for replicas; past
 	// it a publish is refused BUSY before it is numbered.
 	MaxPendingPublishes = 8192
 	// SyncTimeout bounds how long a new home waits for the replicas the
 	// other cluster members hold before it numbers without them: once a
-	// majority of its home cluster answered (Core.endorsed); until then
-	// it waits, asking again.
+	// majority of the home cluster by each recent ring answered
+	// (Core.endorsed, rings.go); until then it waits, asking again.
 	SyncTimeout = 2 * time.Second
 	// MaxWaitingPublishes bounds the publishes a group's new home holds
 	// while it syncs; past it they are answered BUSY.

@@ -269,10 +269,11 @@ var partitionCatches = map[string]struct {
 	// replica's fill (2026-12-05); the first seed with them, searched
 	// again after the core of 2026-12-06 (none of 1..900 catches
 	// NoReplicaHomeCheck, NoReplayDoneFromAsked or NoReplayFromSync any
-	// more, nor any seed searched NoResumeCatchUp, NoKeepGathered or
+	// more (NoReplayDoneFromAsked: none of 1..10,000 without partitions
+	// either), nor any seed searched NoResumeCatchUp, NoKeepGathered or
 	// NoFollowedPastReplay: their tests guard them, in package group or,
 	// for the first two, supernode's TestRecordMadeAwayIsTakenOver and
-	// TestReplayDoneFromTheHomeAsked).
+	// TestReplayDoneFromTheHomeAsked, which fail with them).
 	"NoAwayDrop":             {277, group.Mutations{NoAwayDrop: true}},
 	"NoJoinStart":            {82, group.Mutations{NoJoinStart: true}},
 	"NoReleaseAfterMajority": {59, group.Mutations{NoReleaseAfterMajority: true}},
