@@ -235,7 +235,7 @@ func (n *snode) setView(o *snode, alive bool) {
 	n.ring = n.s.ringOf(v)
 	n.s.diag.ringChanged(n.s, n, before)
 	n.s.tracef(n.name, "ring %s (%d up) view of %s=%v", n.viewString(), bits.OnesCount64(v), o.name, alive)
-	n.core.RingChanged(n.s.nowT(), n.ringView())
+	n.core.RingChanged()
 }
 
 func (n *snode) viewString() string {
@@ -250,54 +250,29 @@ func (n *snode) viewString() string {
 	return string(b)
 }
 
-// The core's Ring: n's live ring.
+// The core's Ring.
 
-func (n *snode) Home(g string) (string, bool) { return n.ringView().Home(g) }
-func (n *snode) Cluster(g string) []string    { return n.ringView().Cluster(g) }
-func (n *snode) SyncPeers(g string) []string  { return n.ringView().SyncPeers(g) }
-func (n *snode) Has(p string) bool            { return n.ringView().Has(p) }
-func (n *snode) ringView() ringView           { return ringView{s: n.s, r: n.ring} }
-
-// ringView is one ring as the core sees it: the live ring's view now, or
-// the ring RingChanged is told of, which does not change.
-type ringView struct {
-	s *sim
-	r *ring.Ring
-}
-
-func (v ringView) Home(g string) (string, bool) {
-	if v.r == nil {
+func (n *snode) Home(g string) (string, bool) {
+	if n.ring == nil {
 		return "", false
 	}
-	return v.s.str[v.r.Lookup([]byte(g))], true
+	return n.s.str[n.ring.Lookup([]byte(g))], true
 }
 
-func (v ringView) lookupN(g string, k int) []string {
-	if v.r == nil {
+func (n *snode) lookupN(g string, k int) []string {
+	if n.ring == nil {
 		return nil
 	}
-	ids := v.r.LookupN([]byte(g), k, nil)
+	ids := n.ring.LookupN([]byte(g), k, nil)
 	out := make([]string, len(ids))
 	for i, id := range ids {
-		out[i] = v.s.str[id]
+		out[i] = n.s.str[id]
 	}
 	return out
 }
 
-func (v ringView) Has(p string) bool {
-	if v.r == nil {
-		return false
-	}
-	for _, m := range v.r.Members() {
-		if v.s.str[m.ID] == p {
-			return true
-		}
-	}
-	return false
-}
-
-func (v ringView) Cluster(g string) []string   { return v.lookupN(g, cluster.Size) }
-func (v ringView) SyncPeers(g string) []string { return v.lookupN(g, syncWidth) }
+func (n *snode) Cluster(g string) []string   { return n.lookupN(g, cluster.Size) }
+func (n *snode) SyncPeers(g string) []string { return n.lookupN(g, syncWidth) }
 
 // The core's Net.
 
