@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/overlayd/overlayd/overlay/cluster"
+	"github.com/overlayd/overlayd/overlay/ring"
 	"github.com/overlayd/overlayd/protocol"
 	"github.com/overlayd/overlayd/protocol/pb"
 	"github.com/overlayd/overlayd/supernode/group"
@@ -102,13 +103,22 @@ func (r *Router) replayLoop(ctx context.Context) {
 // groupRing is the core's view of this supernode's live ring.
 type groupRing struct{ r *Router }
 
-func (g groupRing) Home(name string) (string, bool) {
-	p, ok := cluster.GroupHome(g.r.cfg.Ring(), name)
+func (g groupRing) Home(name string) (string, bool) { return ringView{g.r.cfg.Ring()}.Home(name) }
+func (g groupRing) Cluster(name string) []string    { return ringView{g.r.cfg.Ring()}.Cluster(name) }
+func (g groupRing) SyncPeers(name string) []string  { return ringView{g.r.cfg.Ring()}.SyncPeers(name) }
+func (g groupRing) Has(p string) bool               { return ringView{g.r.cfg.Ring()}.Has(p) }
+
+// ringView is the core's view of one ring, which does not change: the
+// ring RingChanged tells the core of.
+type ringView struct{ rg *ring.Ring }
+
+func (v ringView) Home(name string) (string, bool) {
+	p, ok := cluster.GroupHome(v.rg, name)
 	return string(p), ok
 }
 
-func (g groupRing) Cluster(name string) []string {
-	return idStrings(cluster.Home(g.r.cfg.Ring(), []byte(name)))
+func (v ringView) Cluster(name string) []string {
+	return idStrings(cluster.Home(v.rg, []byte(name)))
 }
 
 // SyncWidth is how many supernodes at a group's place on the ring a new
@@ -119,18 +129,30 @@ func (g groupRing) Cluster(name string) []string {
 // three.
 const syncWidth = 2*cluster.Size - 1
 
-func (g groupRing) SyncPeers(name string) []string {
-	rg := g.r.cfg.Ring()
-	if rg == nil {
+func (v ringView) SyncPeers(name string) []string {
+	if v.rg == nil {
 		return nil
 	}
 	var out []string
-	for _, s := range rg.LookupN([]byte(name), syncWidth, nil) {
+	for _, s := range v.rg.LookupN([]byte(name), syncWidth, nil) {
 		if p, err := peer.Decode(s); err == nil {
 			out = append(out, string(p))
 		}
 	}
 	return out
+}
+
+func (v ringView) Has(p string) bool {
+	if v.rg == nil {
+		return false
+	}
+	id := peer.ID(p).String()
+	for _, m := range v.rg.Members() {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 func idStrings(ps []peer.ID) []string {
@@ -363,9 +385,10 @@ func (r *Router) onMembersRequest(client peer.ID, req *pb.MembersRequest) {
 }
 
 // RingChanged is told each time the ring is published: the group core
-// drops the home records the new ring ends (group.Core.RingChanged).
+// drops the home records the new ring ends, and its syncs count the new
+// ring with the rings of the last few refreshes (group.Core.RingChanged).
 func (r *Router) RingChanged() {
-	r.withCore(func(c *group.Core, _ time.Time) { c.RingChanged() })
+	r.withCore(func(c *group.Core, now time.Time) { c.RingChanged(now, ringView{r.cfg.Ring()}) })
 }
 
 // NoLossStats are the store's replay logs and the cumulative counts of

@@ -54,6 +54,8 @@ type Ring interface {
 	// on the ring: whom a new home asks for replicas (itself included;
 	// the core leaves itself out).
 	SyncPeers(group string) []string
+	// Has reports whether supernode p is on the ring.
+	Has(p string) bool
 }
 
 // Net carries frames to other supernodes: one ordered link per peer.
@@ -255,6 +257,16 @@ type Mutations struct {
 	// NoFillResolved: a fill's answer ends at the home's log's last
 	// position, not where its numbering is resolved.
 	NoFillResolved bool
+	// NoPastRings: a new home's sync asks the sync peers of its live
+	// ring only, and is endorsed by a majority of the live ring's home
+	// cluster alone (rings.go).
+	NoPastRings bool
+	// NoRetakeOnTimeout: a home whose replicas did not ack a message in
+	// time keeps its record and numbers on.
+	NoRetakeOnTimeout bool
+	// NoFillAfterSync: a replica asks the home to fill a hole in its log
+	// while its own sync of the group is under way.
+	NoFillAfterSync bool
 }
 
 // Stats are the core's cumulative counts (atomic: metrics read them
@@ -328,6 +340,10 @@ type Core struct {
 	// the log passes it.
 	resolved  map[string]Pos
 	restamped map[restampKey][]byte
+	// ring is the ring RingChanged was told last; past are the rings
+	// before it within RecentRings refreshes, oldest first (rings.go).
+	ring Ring
+	past []pastRing
 	// replayBudget is ReplayFramesPerTick; raised by benchmarks.
 	replayBudget int
 }

@@ -2,6 +2,7 @@ package group
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/overlayd/overlayd/protocol/pb"
@@ -13,11 +14,16 @@ import (
 type fakeRing struct {
 	home    string
 	cluster []string
+	// others are the supernodes on the ring besides the cluster.
+	others []string
 }
 
 func (r fakeRing) Home(string) (string, bool) { return r.home, r.home != "" }
 func (r fakeRing) Cluster(string) []string    { return r.cluster }
 func (r fakeRing) SyncPeers(string) []string  { return r.cluster }
+func (r fakeRing) Has(p string) bool {
+	return slices.Contains(r.cluster, p) || slices.Contains(r.others, p)
+}
 
 type sent struct {
 	to string

@@ -494,18 +494,25 @@ func (c *Core) Members(group string) ([]string, bool) {
 	return sortedKeys(hg.at), true
 }
 
-// RingChanged is told each time the ring is published. The groups this
-// supernode is home to by its records but no longer by the new ring lose
-// their records here (with the publishes that waited on a sync, answered
-// BUSY, and the replays under way: the next home replays), and so do the
-// records made while another supernode was the home, once the ring makes
-// this one the home (the memberships come again within a refresh, and the
-// members' resumes under way finish from the log). Kept, a record carried
-// on when the ring named this supernode the home again: its old epoch and
-// sequence, no sync, and the supernodes it knew not new, so never
-// replayed to, while another home may have numbered messages in between
-// that some of them missed. Dropped, regaining the role is a takeover.
-func (c *Core) RingChanged() {
+// RingChanged is told each time the ring is published, with the new ring
+// as a view that does not change (the live ring stays Config.Ring's): the
+// syncs under way ask the new ring's sync peers too, and must be endorsed
+// by its home cluster as well as by the rings before it (rings.go).
+//
+// The groups this supernode is home to by its records but no longer by
+// the new ring lose their records here (with the publishes that waited on
+// a sync, answered BUSY, and the replays under way: the next home
+// replays), and so do the records made while another supernode was the
+// home, once the ring makes this one the home (the memberships come again
+// within a refresh, and the members' resumes under way finish from the
+// log). Kept, a record carried on when the ring named this supernode the
+// home again: its old epoch and sequence, no sync, and the supernodes it
+// knew not new, so never replayed to, while another home may have
+// numbered messages in between that some of them missed. Dropped,
+// regaining the role is a takeover.
+func (c *Core) RingChanged(now time.Time, r Ring) {
+	c.ringChanged(now, r)
+	defer c.askNewSyncPeers(now)
 	if c.cfg.Mutations.NoRingChangedDrop {
 		return
 	}

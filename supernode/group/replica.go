@@ -29,15 +29,17 @@ import (
 
 const (
 	// ReplicationTimeout bounds the wait for a replica's ack; the
-	// publisher is then told BUSY and retries with the same ID.
+	// publisher is then told BUSY and retries with the same ID, and the
+	// home drops its record of the group (sweepReplication): numbering
+	// again is a takeover.
 	ReplicationTimeout = 2 * time.Second
 	// MaxPendingPublishes bounds the publishes waiting for replicas; past
 	// it a publish is refused BUSY before it is numbered.
 	MaxPendingPublishes = 8192
 	// SyncTimeout bounds how long a new home waits for the replicas the
 	// other cluster members hold before it numbers without them: once a
-	// majority of its home cluster answered (Core.endorsed); until then
-	// it waits, asking again.
+	// majority of the home cluster by each recent ring answered
+	// (Core.endorsed, rings.go); until then it waits, asking again.
 	SyncTimeout = 2 * time.Second
 	// MaxWaitingPublishes bounds the publishes a group's new home holds
 	// while it syncs; past it they are answered BUSY.
@@ -213,7 +215,21 @@ func (c *Core) sweepReplication(now time.Time) {
 		c.dropPending(k, "group home: not replicated in time; retry with the same message id")
 	}
 	for _, g := range groupsOf(late) {
-		c.release(g)
+		if c.cfg.Mutations.NoRetakeOnTimeout {
+			c.release(g)
+			continue
+		}
+		// A home whose replicas did not hold a message in time may
+		// have lost the role in their rings for a while (their rings
+		// dropped it: a flap), and another home numbered, with those
+		// replicas' acks, what this one never learnt of; its own ring
+		// never moved, so it never synced, and numbered on in its old
+		// epoch past them (found by testnet/groupsim, seed 10660:
+		// Mutations.NoRetakeOnTimeout). It drops the record: numbering
+		// again is a takeover, whose sync gathers what the other home
+		// numbered once the replicas' rings name this one again.
+		c.forgetHome(g, "group home: not replicated in time; retry with the same message id")
+		c.log.Debug("group home record dropped: replicas did not ack in time", "group", g)
 	}
 	for _, g := range sortedKeys(c.fills) {
 		switch f := c.fills[g]; {
@@ -234,7 +250,7 @@ func (c *Core) sweepReplication(now time.Time) {
 			} else if c.settled() && !c.askSync(now, hg, g, s) {
 				waiting = append(waiting, c.endSync(g)...)
 			}
-		case now.After(s.deadline) && c.endorsed(g, s):
+		case now.After(s.deadline) && c.endorsed(now, g, s, true), c.liveAnswered(g, s) && c.endorsed(now, g, s, false):
 			waiting = append(waiting, c.endSync(g)...)
 		case now.Sub(s.asked) >= SyncReask:
 			s.asked = now
@@ -392,7 +408,16 @@ func (c *Core) Replica(from string, gm *pb.GroupMessage) {
 			last = r // the positions between were dropped (answerFill)
 		}
 		if ok && holeBefore(last, Pos{Epoch: gm.GetEpoch(), Seq: gm.GetSeq()}) {
-			c.askFill(g, from, last)
+			// Not while this supernode's own sync of the group is
+			// under way: the fill's answers are replays, as the
+			// sync's are, and were gathered for the sync's end while
+			// the fill's end marked the hole resolved; the next live
+			// replica was appended past it (found by
+			// testnet/groupsim, seed 413: Mutations.NoFillAfterSync).
+			// The sync fills the log when it ends.
+			if sync == nil || c.cfg.Mutations.NoFillAfterSync {
+				c.askFill(g, from, last)
+			}
 			c.stats.ReplicasRefused.Add(1)
 			return
 		}
@@ -548,27 +573,14 @@ type groupSync struct {
 	answered []string
 }
 
-// endorsed reports whether a majority of group g's home cluster (by this
-// supernode's ring, itself counting) answered sync s: only then may it
-// number when its wait ends without the others.
-func (c *Core) endorsed(g string, s *groupSync) bool {
-	cl := c.cfg.Ring.Cluster(g)
-	n := 0
-	for _, p := range s.answered {
-		if p != c.self && slices.Contains(cl, p) {
-			n++
-		}
-	}
-	return c.cfg.Mutations.NoSyncEndorse || n >= len(cl)/2
-}
-
 // maxSyncGathered bounds the answers a sync gathers: every peer's log
 // bound.
-const maxSyncGathered = syncPeersMax * ReplayTailMax
+const maxSyncGathered = maxSyncAsked * ReplayTailMax
 
-// syncPeersMax is the most peers a sync asks (overlay/cluster's Size of 3,
-// and the next 2).
-const syncPeersMax = 5
+// maxSyncAsked is the most peers a sync asks: the sync peers of the live
+// ring (overlay/cluster's Size of 3, and the next 2) and those of the
+// past rings (rings.go).
+const maxSyncAsked = 10
 
 // startSync asks the other cluster members for the replicas they hold of
 // group after what this supernode's log holds; the group numbers nothing
@@ -593,7 +605,7 @@ func (c *Core) startSync(now time.Time, hg *homeGroup, g string) {
 // hg numbers at once.
 func (c *Core) askSync(now time.Time, hg *homeGroup, g string, s *groupSync) bool {
 	s.pending = false
-	reps := slices.DeleteFunc(slices.Clone(c.cfg.Ring.SyncPeers(g)), func(p string) bool { return p == c.self })
+	reps := c.syncTargets(now, g)
 	if len(reps) == 0 {
 		return false
 	}
@@ -638,7 +650,7 @@ func (c *Core) ReplicaSync(now time.Time, from string, s *pb.ReplicaSync) {
 		}
 		sync.waiting = slices.DeleteFunc(sync.waiting, func(p string) bool { return p == from })
 		sync.answered = append(sync.answered, from)
-		if len(sync.waiting) == 0 {
+		if c.liveAnswered(g, sync) && c.endorsed(now, g, sync, false) {
 			for _, p := range c.endSync(g) {
 				c.HomePublish(now, p)
 			}

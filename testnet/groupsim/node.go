@@ -235,7 +235,7 @@ func (n *snode) setView(o *snode, alive bool) {
 	n.ring = n.s.ringOf(v)
 	n.s.diag.ringChanged(n.s, n, before)
 	n.s.tracef(n.name, "ring %s (%d up) view of %s=%v", n.viewString(), bits.OnesCount64(v), o.name, alive)
-	n.core.RingChanged()
+	n.core.RingChanged(n.s.nowT(), n.ringView())
 }
 
 func (n *snode) viewString() string {
@@ -250,29 +250,54 @@ func (n *snode) viewString() string {
 	return string(b)
 }
 
-// The core's Ring.
+// The core's Ring: n's live ring.
 
-func (n *snode) Home(g string) (string, bool) {
-	if n.ring == nil {
-		return "", false
-	}
-	return n.s.str[n.ring.Lookup([]byte(g))], true
+func (n *snode) Home(g string) (string, bool) { return n.ringView().Home(g) }
+func (n *snode) Cluster(g string) []string    { return n.ringView().Cluster(g) }
+func (n *snode) SyncPeers(g string) []string  { return n.ringView().SyncPeers(g) }
+func (n *snode) Has(p string) bool            { return n.ringView().Has(p) }
+func (n *snode) ringView() ringView           { return ringView{s: n.s, r: n.ring} }
+
+// ringView is one ring as the core sees it: the live ring's view now, or
+// the ring RingChanged is told of, which does not change.
+type ringView struct {
+	s *sim
+	r *ring.Ring
 }
 
-func (n *snode) lookupN(g string, k int) []string {
-	if n.ring == nil {
+func (v ringView) Home(g string) (string, bool) {
+	if v.r == nil {
+		return "", false
+	}
+	return v.s.str[v.r.Lookup([]byte(g))], true
+}
+
+func (v ringView) lookupN(g string, k int) []string {
+	if v.r == nil {
 		return nil
 	}
-	ids := n.ring.LookupN([]byte(g), k, nil)
+	ids := v.r.LookupN([]byte(g), k, nil)
 	out := make([]string, len(ids))
 	for i, id := range ids {
-		out[i] = n.s.str[id]
+		out[i] = v.s.str[id]
 	}
 	return out
 }
 
-func (n *snode) Cluster(g string) []string   { return n.lookupN(g, cluster.Size) }
-func (n *snode) SyncPeers(g string) []string { return n.lookupN(g, syncWidth) }
+func (v ringView) Has(p string) bool {
+	if v.r == nil {
+		return false
+	}
+	for _, m := range v.r.Members() {
+		if v.s.str[m.ID] == p {
+			return true
+		}
+	}
+	return false
+}
+
+func (v ringView) Cluster(g string) []string   { return v.lookupN(g, cluster.Size) }
+func (v ringView) SyncPeers(g string) []string { return v.lookupN(g, syncWidth) }
 
 // The core's Net.
 
