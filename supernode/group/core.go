@@ -257,6 +257,10 @@ type Mutations struct {
 	// NoFillResolved: a fill's answer ends at the home's log's last
 	// position, not where its numbering is resolved.
 	NoFillResolved bool
+	// NoHeldResend: a held member's resume is sent again only when the
+	// ring names another home, not when the home it went to has not
+	// answered within a refresh (the frame was lost).
+	NoHeldResend bool
 	// NoPastRings: a new home's sync asks the sync peers of its live
 	// ring only, and is endorsed by a majority of the live ring's home
 	// cluster alone (rings.go).

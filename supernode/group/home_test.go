@@ -627,3 +627,73 @@ func TestFillEndsWhereNumberingIsResolved(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldResumeAskedAgain: a held member's resume that the home never
+// answered (the frame was lost in a connection a partition had killed)
+// is sent again to the same home at the next refresh, with the hold's end
+// kept. Asked once, the member stayed held while the home numbered on,
+// and was let in with a gap (TestScenarios/partition, 75/85 after the
+// heal). The home keeps the replay under way when the same resume comes
+// again.
+func TestHeldResumeAskedAgain(t *testing.T) {
+	for _, mutated := range []bool{false, true} {
+		c := newTestCore(t, &memLog{})
+		c.cfg.Ring = fakeRing{home: "h", cluster: []string{"h", "self", "r"}}
+		c.cfg.Refresh = time.Second
+		c.cfg.Mutations.NoHeldResend = mutated
+		net := c.cfg.Net.(*fakeNet)
+		now := time.Unix(1000, 0)
+		until := now.Add(6 * time.Second)
+		c.joined["m"] = map[string][]byte{"g": []byte("claim")}
+		c.resuming["m"] = map[string]*heldResume{"g": {home: "h", pos: Pos{Epoch: 7, Seq: 3}, asked: now, until: until}}
+		asked := func() *pb.MembershipRecord {
+			for _, s := range net.sent {
+				for _, r := range s.f.GetMembership().GetRecords() {
+					if s.to == "h" && string(r.GetMember()) == "m" && r.GetResume() && !r.GetSupernodeResume() && !r.GetRefresh() {
+						return r
+					}
+				}
+			}
+			return nil
+		}
+		c.Refresh(now.Add(500 * time.Millisecond))
+		if asked() != nil {
+			t.Fatal("asked again within a refresh of the first ask")
+		}
+		c.Refresh(now.Add(time.Second))
+		r := asked()
+		if mutated {
+			if r != nil {
+				t.Fatal("with NoHeldResend: the resume was sent again")
+			}
+			continue
+		}
+		if r == nil || r.GetResumeEpoch() != 7 || r.GetResumeSeq() != 3 {
+			t.Fatalf("resume asked again: %v, want m's after 7.3", r)
+		}
+		if h := c.resuming["m"]["g"]; h == nil || !h.until.Equal(until) {
+			t.Fatal("asking the same home again moved the hold's end")
+		}
+	}
+}
+
+// TestReplayKeptOnSameResume: a home asked again for a member's replay
+// from the same position keeps the replay under way (it would start over
+// on every refresh of a long hold); from another position it starts
+// anew.
+func TestReplayKeptOnSameResume(t *testing.T) {
+	c := newTestCore(t, &memLog{})
+	hg := newHomeGroup(7)
+	k := replayKey{group: "g", sn: "sn", member: "m"}
+	c.startReplay(hg, k, Pos{Epoch: 7, Seq: 3})
+	j := c.replays[k]
+	j.after = Pos{Epoch: 7, Seq: 40}
+	c.startReplay(hg, k, Pos{Epoch: 7, Seq: 3})
+	if c.replays[k] != j || j.after != (Pos{Epoch: 7, Seq: 40}) {
+		t.Fatal("the same resume again started the member's replay over")
+	}
+	c.startReplay(hg, k, Pos{Epoch: 7, Seq: 9})
+	if c.replays[k] == j || c.replays[k].after != (Pos{Epoch: 7, Seq: 9}) {
+		t.Fatal("a resume from another position kept the old replay")
+	}
+}

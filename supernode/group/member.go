@@ -62,7 +62,7 @@ func (c *Core) GroupOp(now time.Time, client string, op *pb.GroupOp) {
 				c.resuming[client] = map[string]*heldResume{}
 			}
 			home, _ := c.groupHome(g)
-			c.resuming[client][g] = &heldResume{home: home, pos: pos, until: now.Add(ResumeHold * c.cfg.Refresh)}
+			c.resuming[client][g] = &heldResume{home: home, pos: pos, asked: now, until: now.Add(ResumeHold * c.cfg.Refresh)}
 			c.leaveLocal(g, client, false)
 		} else {
 			delete(c.resuming[client], g)

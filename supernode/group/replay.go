@@ -105,6 +105,7 @@ func (k replayKey) compare(o replayKey) int {
 
 type replayJob struct {
 	key   replayKey
+	start Pos // the position asked from
 	after Pos // the last position sent (or asked from)
 	// counted: missed and unknown were computed from the log's first
 	// position when the replay started.
@@ -142,10 +143,13 @@ func (c *Core) startReplay(hg *homeGroup, k replayKey, from Pos) {
 		c.sendReplayDone(k, &pb.Resumed{Group: k.group, Epoch: from.Epoch, Seq: from.Seq, MissedUnknown: true})
 		return
 	}
+	if old := c.replays[k]; old != nil && k.member != "" && old.start == from {
+		return // the same resume again (resendHeld): the replay under way answers it
+	}
 	if k.member == "" {
 		hg.replaying[k.sn] = true
 	}
-	c.replays[k] = &replayJob{key: k, after: from}
+	c.replays[k] = &replayJob{key: k, start: from, after: from}
 	c.log.Debug("group replay started", "group", k.group, "after_epoch", from.Epoch, "after_seq", from.Seq)
 	c.stats.ReplaysStarted.Add(1)
 }
@@ -474,17 +478,30 @@ func (c *Core) resumeDone(m, home string, res *pb.Resumed) {
 
 // heldResume is a member held out of a group's local fanout while the
 // group's home replays what it missed: the home its resume went to, the
-// position it resumes from, and when the hold ends without an answer.
+// position it resumes from, when it was last asked, and when the hold
+// ends without an answer.
 type heldResume struct {
 	home  string
 	pos   Pos
+	asked time.Time
 	until time.Time
 }
 
 // resendHeld asks the group's current home again for the held members
 // whose resume went to another home (it crashed, and the ring has moved
-// the group since), restarting their hold; it returns the membership
-// records to send.
+// the group since), restarting their hold, and asks the same home again
+// for those it has not answered within a refresh, keeping their hold's
+// end; it returns the membership records to send.
+//
+// A resume is one frame on a link, and a link loses what it wrote into a
+// connection that had died unnoticed, or that the other end reset: after
+// a partition healed, the first frames to a supernode of the other side
+// went into the connection the partition had killed. Asked once, the
+// member stayed held until its hold ran out while the home, alive and
+// holding every message, numbered more, and the member was let in with a
+// gap (TestScenarios/partition, 75/85 deliveries; Mutations.NoHeldResend).
+// The home keeps a member's replay under way when the same resume comes
+// again (startReplay), so asking twice costs one frame.
 func (c *Core) resendHeld(now time.Time) []membershipUpdate {
 	var ups []membershipUpdate
 	for _, m := range sortedKeys(c.resuming) {
@@ -493,10 +510,15 @@ func (c *Core) resendHeld(now time.Time) []membershipUpdate {
 			h := gs[g]
 			home, ok := c.groupHome(g)
 			claim, joined := c.joined[m][g]
-			if !ok || home == h.home || !joined {
+			switch {
+			case !ok || !joined:
+				continue
+			case home != h.home:
+				h.home, h.until = home, now.Add(ResumeHold*c.cfg.Refresh)
+			case now.Sub(h.asked) < c.cfg.Refresh || c.cfg.Mutations.NoHeldResend:
 				continue
 			}
-			h.home, h.until = home, now.Add(ResumeHold*c.cfg.Refresh)
+			h.asked = now
 			c.stats.ResumesResent.Add(1)
 			ups = append(ups, membershipUpdate{group: g, member: m, join: true, claim: claim, resume: true, pos: h.pos})
 		}
