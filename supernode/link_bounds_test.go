@@ -150,3 +150,49 @@ func TestLinkCloseEndsBlockedWrite(t *testing.T) {
 		t.Fatal("Router.Close blocked on a link writer")
 	}
 }
+
+// TestLinkRewritesOnDeadStream: a frame written into a link's stream
+// whose connection died unnoticed (the peer closed it: a partition, or a
+// restart) goes again on a new stream. Lost, it was the member's resume
+// that kept a member held after a partition healed, while the home
+// numbered on (TestScenarios/partition, 75/85 deliveries).
+func TestLinkRewritesOnDeadStream(t *testing.T) {
+	n := newTestNet(t)
+	other := n.host(t)
+	got := make(chan string, 16)
+	other.SetStreamHandler(protocol.RelayID, func(s network.Stream) {
+		defer s.Reset()
+		buf := make([]byte, 64)
+		for {
+			k, err := s.Read(buf)
+			if err != nil {
+				return
+			}
+			got <- string(buf[:k])
+		}
+	})
+	sn := newSupernode(t, n, supernodeConfig{capacity: 1, router: &RouterConfig{}})
+	want := func(frame string) {
+		t.Helper()
+		select {
+		case g := <-got:
+			if g != frame {
+				t.Fatalf("peer read %q, want %q", g, frame)
+			}
+		case <-time.After(waitTimeout):
+			t.Fatalf("frame %q never arrived", frame)
+		}
+	}
+	sn.r.links.send(other.ID(), []byte("first"))
+	want("first")
+	// The peer drops the connection; the link still holds its stream.
+	if err := other.Network().ClosePeer(sn.h.ID()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the connection to close", func() bool { return sn.h.Network().Connectedness(other.ID()) != network.Connected })
+	sn.r.links.send(other.ID(), []byte("second"))
+	want("second")
+	if sn.r.stats.LinkRewritten.Load() != 1 || sn.r.stats.LinkFailed.Load() != 0 {
+		t.Fatalf("rewritten %d, failed %d; want 1 and 0", sn.r.stats.LinkRewritten.Load(), sn.r.stats.LinkFailed.Load())
+	}
+}

@@ -154,6 +154,9 @@ type RouterStats struct {
 	// memory, or links were closed; and queued frames lost to a failed
 	// dial or write.
 	LinkQueueFrames, LinkQueueBytes, LinksTotalBytes, LinkMemory, LinkClosed, LinkFailed atomic.Uint64
+	// LinkRewritten: frames whose write failed on a stream opened before
+	// and that went again on a new one (link.go, write).
+	LinkRewritten atomic.Uint64
 	// Presence records refused (presence.go): past maxPresence or a
 	// supernode's share of it.
 	PresenceFull, PresenceOriginFull atomic.Uint64

@@ -89,6 +89,9 @@ func (r *Router) Collector() prometheus.Collector {
 			"queue_frames": &s.LinkQueueFrames, "queue_bytes": &s.LinkQueueBytes, "total_bytes": &s.LinksTotalBytes,
 			"memory": &s.LinkMemory, "closed": &s.LinkClosed, "failed": &s.LinkFailed,
 		})
+	c.plain("overlayd_supernode_link_frames_rewritten_total",
+		"Frames for another supernode whose write failed on a stream opened before (its connection had died unnoticed, or the peer reset it) and that were written again on a new stream.",
+		prometheus.CounterValue, counter(&s.LinkRewritten))
 	c.labelled("overlayd_supernode_records_refused_total",
 		"Records from other supernodes refused, by reason. Not signed by their originator (a supernode forges records, or a bug): presence_unsigned (an attachment without the client's claim), membership_unsigned (a join without the member's claim), publish_unsigned (a publish without the publisher's signature), group_message_unsigned (a group message not stamped by a home of the group: the home by this supernode's ring, or one it told its members of the group to while that one's record of them lasts). At a bound: presence_full, presence_origin_full (the presence bound, or the sending supernode's share of it), memberships_full, memberships_origin_full (group memberships at this home), home_groups_full (groups this supernode is home to).",
 		"reason", map[string]*atomic.Uint64{
