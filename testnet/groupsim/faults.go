@@ -12,7 +12,7 @@ import (
 func (s *sim) plan() {
 	p := s.p
 	for _, k := range FaultKinds {
-		if k != FaultPartition {
+		if k != FaultPartition && k != FaultReconnectLoss {
 			s.on[k] = s.chance(p.Faults[k])
 		}
 	}
@@ -161,16 +161,23 @@ func (s *sim) partition() {
 	s.after(s.pdur(500*time.Millisecond, 4*time.Second), s.heal)
 }
 
-// heal ends a partition: frames cross again, and each side's directory
-// hears the other's supernodes within an interval.
+// heal ends a partition: frames cross again (with FaultReconnectLoss,
+// but the first on each link across, lost in the dead connection), and
+// each side's directory hears the other's supernodes within an interval.
 func (s *sim) heal() {
 	if s.cut == 0 {
 		return
+	}
+	stale := false
+	if f := s.p.Faults[FaultReconnectLoss]; f > 0 && s.lrng.Float64() < f {
+		stale = true
+		s.fault(FaultReconnectLoss)
 	}
 	for _, a := range s.nodes {
 		for _, b := range s.nodes {
 			if s.across(a, b) && a.up {
 				a.learnLater(b, s.pdur(20*time.Millisecond, s.p.Refresh))
+				a.links[b.i].stale = stale
 			}
 		}
 	}

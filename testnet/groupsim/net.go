@@ -18,17 +18,30 @@ const maxInflight = 4096
 
 // link is one ordered connection: frames arrive in the order sent, after
 // the link's latency plus jitter. A reset (either end crashed) drops what
-// is in flight.
+// is in flight. A stale link is one a partition killed: the first frame
+// sent on it after the heal is lost, as the shell's first write into the
+// dead connection is (the write fails, or the other end resets the
+// stream, and the frame is gone); the next goes on a new connection.
 type link struct {
 	lat      time.Duration
 	last     time.Duration // arrival of the last frame sent
 	gen      int
 	inflight int
+	stale    bool
+	// open: the receiver accepted the link's stream. A supernode resets
+	// a relay stream from a peer its directory does not list as a
+	// supernode (supernode.Router's handleRelay), so the first frame on
+	// a new stream is refused, with what follows it in flight, while the
+	// receiver's view lacks the sender: after a heal, a restart or a
+	// flap. An accepted stream stays open when the view changes later.
+	open bool
 }
 
 func (l *link) reset() {
 	l.gen++
 	l.inflight = 0
+	l.stale = false
+	l.open = false
 }
 
 // arrival is when a frame sent now arrives: after the latency and some
@@ -62,6 +75,11 @@ func (n *snode) send(to string, f *pb.RelayFrame) bool {
 		n.s.tracef(n.name, "send %s %s LOST (partition)", o.name, n.s.frameString(f))
 		return true // written to a connection that is dead and not yet noticed
 	}
+	if l.stale {
+		l.stale = false
+		n.s.tracef(n.name, "send %s %s LOST (the connection the partition killed)", o.name, n.s.frameString(f))
+		return true
+	}
 	n.s.tracef(n.name, "send %s %s", o.name, n.s.frameString(f))
 	n.transmit(o, l, f, false)
 	return true
@@ -73,6 +91,14 @@ func (n *snode) transmit(o *snode, l *link, f *pb.RelayFrame, dup bool) {
 	n.s.at(n.s.arrival(l), func() {
 		if l.gen != gen || !n.alive(inc) || !o.alive(oinc) {
 			return
+		}
+		if !l.open {
+			if o.view&(1<<n.i) == 0 {
+				n.s.tracef(o.name, "recv %s %s REFUSED (not in its directory: the stream is reset)", n.name, n.s.frameString(f))
+				l.reset()
+				return
+			}
+			l.open = true
 		}
 		l.inflight--
 		if !dup && n.s.on[FaultDup] && n.s.chance(n.s.dupP) {
