@@ -697,3 +697,28 @@ func TestReplayKeptOnSameResume(t *testing.T) {
 		t.Fatal("a resume from another position kept the old replay")
 	}
 }
+
+// TestFollowedHomesFramesAreTaken: a frame from the home this supernode's
+// position follows is fanned out though its ring names another home and
+// its record of telling that home has run out: refused, the members'
+// position moved past it on the next frame, and the home, which had
+// replayed to this supernode, never sent it again (testnet/groupsim,
+// Mutations.NoFollowedHome).
+func TestFollowedHomesFramesAreTaken(t *testing.T) {
+	for _, mutated := range []bool{false, true} {
+		c := newTestCore(t, &memLog{})
+		c.cfg.Ring = fakeRing{home: "h2", cluster: []string{"h2", "self", "r"}}
+		c.cfg.Refresh = time.Second
+		c.cfg.Mutations.NoFollowedHome = mutated
+		const e = 7
+		c.local["g"] = map[string]bool{"m": true}
+		c.joined["m"] = map[string][]byte{"g": []byte("claim")}
+		c.pos["g"], c.posFrom["g"] = Pos{Epoch: e, Seq: 52}, "h1"
+		refused := c.stats.GroupRefused.Load()
+		c.GroupMessage(time.Unix(1000, 0), "h1", &pb.GroupMessage{Group: "g", Epoch: e, Seq: 53})
+		taken := c.stats.GroupRefused.Load() == refused && c.pos["g"] == (Pos{Epoch: e, Seq: 53})
+		if taken == mutated {
+			t.Fatalf("mutated %v: frame 53 from the followed home taken %v (position %v from %q)", mutated, taken, c.pos["g"], c.posFrom["g"])
+		}
+	}
+}
